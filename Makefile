@@ -1,0 +1,30 @@
+# `make demo` and `make test` each set up .venv (reused when present) and run.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.labcoat-installed
+
+.PHONY: setup demo test lint bench clean
+
+$(PY):
+	python3 -m venv $(VENV)
+
+# torch first, pinned to the CPU wheel on this machine's disk: a bare `torch`
+# requirement would otherwise pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev,torch]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/labcoat demo
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check src tests
+
+clean:
+	rm -rf $(VENV) .labcoat .pytest_cache

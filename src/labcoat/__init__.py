@@ -1,0 +1,27 @@
+"""labcoat: trustworthy, fast machine-learning experiments.
+
+Importing labcoat is light (no torch, no database): a training process only
+pays for the journal writer. ``labcoat.stats`` and the other packages load
+when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from labcoat.errors import LabcoatError
+from labcoat.sdk import Run, init
+
+__all__ = ["LabcoatError", "Run", "init", "stats"]
+__version__ = "0.1.0"
+
+_LAZY = {"stats", "spec", "store", "runner", "report", "workloads"}
+
+
+def __getattr__(name: str) -> Any:
+    # `labcoat.stats` works after a bare `import labcoat`, without loading
+    # scipy for trials that never use it.
+    if name in _LAZY:
+        return importlib.import_module(f"labcoat.{name}")
+    raise AttributeError(f"module 'labcoat' has no attribute {name!r}")

@@ -1,0 +1,265 @@
+"""The `labcoat` command: thin, it parses flags and calls the library.
+
+Heavy modules (SQLAlchemy, scipy, torch) are imported inside the verbs so
+`labcoat --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from labcoat.errors import Interrupted, LabcoatError
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="labcoat: design, run and analyze ML experiments with error bars.",
+)
+console = Console()
+EXAMPLE = "warmup.yaml"
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+ExpArg = Annotated[str, typer.Argument(help="experiment name (or id)")]
+
+
+def example_design() -> str:
+    return resources.files("labcoat").joinpath("examples", EXAMPLE).read_text(encoding="utf-8")
+
+
+@app.command()
+def init(directory: Annotated[Path, typer.Argument(help="where to write design.yaml")]) -> None:
+    """Write the example design (and nothing else) into DIRECTORY."""
+    target = directory / "design.yaml"
+    if target.exists():
+        raise LabcoatError(f"{target} already exists; choose another directory or remove it")
+    directory.mkdir(parents=True, exist_ok=True)
+    target.write_text(example_design(), encoding="utf-8")
+    console.print(f"wrote {escape(str(target))}; run it with: labcoat run {escape(str(target))}")
+
+
+@app.command()
+def run(
+    design: Annotated[Path, typer.Argument(help="the design file (YAML)")],
+    parallel: Annotated[int | None, typer.Option("--parallel", "-j", min=1,
+                        help="trials at a time (default: design's parallelism, else CPUs)")] = None,
+    plain: Annotated[bool, typer.Option(help="plain progress lines instead of a live table")
+                     ] = False,
+) -> None:
+    """Run every unfinished trial of DESIGN; run it again to resume after a stop."""
+    from labcoat.runner import run_design
+
+    summary = run_design(design, parallelism=parallel, console=console, plain=plain or None)
+    _print_run_summary(summary)
+
+
+def _print_run_summary(summary: Any) -> None:
+    console.print(f"{len(summary.done)} trial(s) finished now, {len(summary.skipped)} earlier, "
+                  f"{len(summary.failed)} failed")
+    if summary.failed:
+        console.print(f"[red]failed:[/] {escape(', '.join(summary.failed))}; "
+                      f"see `labcoat status {escape(summary.experiment)}` for causes and logs")
+        raise typer.Exit(1)
+    console.print(f"next: labcoat report {escape(summary.experiment)}")
+
+
+@app.command()
+def status(
+    experiment: Annotated[str | None, typer.Argument(help="experiment name (default: all)")
+                          ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Where experiments stand: trials done, running, failed."""
+    from labcoat import store
+
+    with _session() as session:
+        if experiment is None:
+            rows = [_experiment_dict(e) for e in store.list_experiments(session)]
+            if as_json:
+                _print_json(rows)
+                return
+            table = Table("experiment", "status", "done", "failed", "trials", "created")
+            for r in rows:
+                table.add_row(escape(r["name"]), r["status"], str(r["done"]), str(r["failed"]),
+                              str(r["trials"]), r["created_at"][:19])
+            console.print(table if rows else "no experiments yet: labcoat run design.yaml")
+            return
+        data = _show_data(store.find_experiment(session, experiment))
+    if as_json:
+        _print_json(data)
+    else:
+        _print_trials(data)
+
+
+@app.command()
+def show(experiment: ExpArg, as_json: JsonFlag = False) -> None:
+    """One experiment: its design and every trial with status, attempts and params."""
+    from labcoat import store
+
+    with _session() as session:
+        exp = store.find_experiment(session, experiment)
+        data = _show_data(exp)
+        design = exp.design_yaml
+    if as_json:
+        _print_json(data)
+        return
+    if design:
+        console.print(f"[bold]design[/] ({escape(data['experiment']['design_hash'][:12])}):")
+        console.print(escape(design.rstrip()), highlight=False)
+    _print_trials(data)
+
+
+@app.command()
+def export(
+    experiment: ExpArg,
+    items: Annotated[bool, typer.Option("--items", help="eval item results instead of metrics")
+                     ] = False,
+) -> None:
+    """Every metric point (or eval item) as JSON lines on stdout."""
+    from labcoat import store
+
+    with _session() as session:
+        exp = store.find_experiment(session, experiment)
+        trials = {t.id: t for t in exp.trials}
+        out = sys.stdout
+        if items:
+            for row in store.eval_items(session, list(trials)):
+                t = trials[row.trial_id]
+                out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
+                                      "step": row.step, "task": row.task, "item": row.item,
+                                      "score": row.score}) + "\n")
+        else:
+            for row in store.metric_points(session, list(trials)):
+                t = trials[row.trial_id]
+                out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
+                                      "name": row.name, "step": row.step,
+                                      "value": row.value}) + "\n")
+
+
+@app.command()
+def report(experiment: ExpArg, as_json: JsonFlag = False) -> None:
+    """Per-arm results with 95% CIs, variant-vs-control differences, and the verdict."""
+    from labcoat import report as reports
+    from labcoat import store
+
+    with _session() as session:
+        analysis = reports.analyze(session, store.find_experiment(session, experiment))
+    if as_json:
+        _print_json(reports.analysis_dict(analysis))
+    else:
+        reports.print_report(analysis, console)
+
+
+@app.command()
+def demo(
+    steps: Annotated[int | None, typer.Option(help="override training steps (e.g. for a quick "
+                                                   "smoke run)", min=1)] = None,
+) -> None:
+    """Run the example experiment in a temporary home and print its report."""
+    from labcoat.runner import run_design
+
+    home = Path(tempfile.mkdtemp(prefix="labcoat-demo-"))
+    os.environ["LABCOAT_HOME"] = str(home)
+    os.environ.pop("LABCOAT_DB", None)
+    text = example_design()
+    if steps is not None:
+        text = text.replace("  steps: 600", f"  steps: {steps}")
+    design = home / "design.yaml"
+    design.write_text(text, encoding="utf-8")
+    console.print(f"labcoat demo: running {escape(str(design))} (home: {escape(str(home))})")
+    summary = run_design(design, console=console)
+    console.print()
+    report(summary.experiment)
+    console.print(f"\n[dim]Results stay in {escape(str(home))}; explore them with "
+                  f"LABCOAT_HOME={escape(str(home))} labcoat show {summary.experiment}[/]")
+
+
+def _session():
+    from labcoat import store
+
+    class _Scope:
+        def __enter__(self):
+            self.db = store.open_store()
+            self.session = self.db.session()
+            return self.session
+
+        def __exit__(self, *exc):
+            self.session.close()
+            self.db.close()
+
+    return _Scope()
+
+
+def _experiment_dict(exp: Any) -> dict[str, Any]:
+    from labcoat import store
+
+    statuses = [t.status for t in exp.trials]
+    return {"id": exp.id, "name": exp.name, "status": store.experiment_status(exp),
+            "design_hash": exp.design_hash, "created_at": exp.created_at.isoformat(),
+            "trials": len(statuses), "done": statuses.count("done"),
+            "failed": statuses.count("failed")}
+
+
+def _show_data(exp: Any) -> dict[str, Any]:
+    from labcoat import store
+
+    trials = []
+    for t in exp.trials:
+        last = store.last_attempt(t)
+        trials.append({
+            "id": t.id, "key": t.key, "arm": t.arm, "seed": t.seed, "status": t.status,
+            "attempts": len(t.attempts), "params": t.params, "command": t.command,
+            "last_step": last.last_step if last else None,
+            "total_steps": t.total_steps,
+            "cause": last.cause if last else None,
+            "run_dir": last.run_dir if last else None,
+        })
+    return {"experiment": _experiment_dict(exp), "trials": trials}
+
+
+def _print_trials(data: dict[str, Any]) -> None:
+    e = data["experiment"]
+    table = Table("trial", "arm", "seed", "status", "attempts", "step", "last attempt",
+                  title=f"{e['name']}: {e['status']} ({e['done']}/{e['trials']} done)",
+                  title_justify="left")
+    for t in data["trials"]:
+        step = "" if t["last_step"] is None else str(t["last_step"])
+        if t["total_steps"]:
+            step += f"/{t['total_steps']}"
+        table.add_row(escape(t["key"]), escape(t["arm"]), str(t["seed"]), t["status"],
+                      str(t["attempts"]), step, escape(t["cause"] or ""))
+    console.print(table)
+    for t in data["trials"]:
+        if t["status"] == "failed" and t["run_dir"]:
+            console.print(f"[red]{escape(t['key'])}[/] logs: {escape(t['run_dir'])}/stderr.log")
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def main() -> None:
+    """Entry point: user errors become one message and exit code 2, never a traceback."""
+    try:
+        app()
+    except Interrupted as e:
+        Console(stderr=True).print(f"[yellow]{escape(str(e))}[/]")
+        sys.exit(130)
+    except LabcoatError as e:
+        Console(stderr=True).print(f"[red]error:[/] {escape(str(e))}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

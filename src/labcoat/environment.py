@@ -1,0 +1,46 @@
+"""Every environment variable labcoat reads, in one place.
+
+Variables only locate things or carry a trial's identity from the runner to
+the trial process; settings live in the design file and CLI flags.
+
+LABCOAT_HOME        (user)   where labcoat keeps its database and run files;
+                             default ./.labcoat
+LABCOAT_DB          (user)   any SQLAlchemy URL; overrides the SQLite file in the home
+LABCOAT_JOURNAL     (runner) path of this trial attempt's journal (JSON lines)
+LABCOAT_EXPERIMENT  (runner) experiment name
+LABCOAT_TRIAL       (runner) trial key within the experiment, e.g. ``warmup-s1``
+LABCOAT_ATTEMPT     (runner) attempt number, 1-based
+LABCOAT_ARM         (runner) arm name
+LABCOAT_SEED        (runner) the trial's seed
+LABCOAT_PARAMS      (runner) the trial's resolved parameters as a JSON object
+
+Stdlib only: the trial SDK imports this.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOME = "LABCOAT_HOME"
+DB = "LABCOAT_DB"
+JOURNAL = "LABCOAT_JOURNAL"
+EXPERIMENT = "LABCOAT_EXPERIMENT"
+TRIAL = "LABCOAT_TRIAL"
+ATTEMPT = "LABCOAT_ATTEMPT"
+ARM = "LABCOAT_ARM"
+SEED = "LABCOAT_SEED"
+PARAMS = "LABCOAT_PARAMS"
+
+
+def home() -> Path:
+    """The labcoat home directory (not created here)."""
+    return Path(os.environ.get(HOME) or ".labcoat").absolute()
+
+
+def database_url() -> str:
+    """The store's SQLAlchemy URL: LABCOAT_DB, else SQLite under the home."""
+    url = os.environ.get(DB)
+    if url:
+        return url
+    return f"sqlite:///{home() / 'labcoat.db'}"

@@ -1,0 +1,104 @@
+"""The terminal report: tables of per-arm intervals, comparisons, and the verdict line."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from labcoat.report._analysis import MACRO, Analysis, Comparison
+from labcoat.stats import Difference, Interval
+
+VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
+
+
+def print_report(analysis: Analysis, console: Console) -> None:
+    done = sum(len(arm.trials) for arm in analysis.arms)
+    total = done + len(analysis.excluded)
+    console.print(f"[bold]Experiment {escape(analysis.experiment)}[/] - {analysis.status} "
+                  f"({done}/{total} trials finished)")
+    if analysis.hypothesis is None:
+        console.print(escape(analysis.note))
+        return
+    h = analysis.hypothesis
+    source = ("per-item eval scores at each trial's last eval, macro-averaged over tasks"
+              if h.source == "items" else "last logged value")
+    console.print(f"Hypothesis: {escape(h.claim)}")
+    console.print(f"  primary metric: {escape(h.metric)} ({source}); predicted: {h.direction} "
+                  f"vs {escape(analysis.control or '?')}; alpha={h.alpha:g}\n")
+    console.print(_arms_table(analysis))
+    for comparison in analysis.comparisons:
+        if comparison.seeds is not None:
+            console.print(_comparison_table(comparison, analysis))
+    for key, why in analysis.excluded:
+        console.print(f"[dim]not counted: {escape(key)} - {escape(why)}[/]")
+    for comparison in analysis.comparisons:
+        style = VERDICT_STYLE[comparison.verdict]
+        console.print(f"Verdict for {escape(comparison.variant)} vs {escape(comparison.control)}:"
+                      f" [{style}]{comparison.verdict.upper()}[/] - {escape(comparison.reason)}")
+
+
+def _arms_table(analysis: Analysis) -> Table:
+    table = Table(title=f"{analysis.hypothesis.metric} by arm: mean and 95% CI across seeds",
+                  title_justify="left")
+    table.add_column("task")
+    for arm in analysis.arms:
+        label = f"{arm.arm} (n={len(arm.values)})"
+        table.add_column(escape(label + (" control" if arm.arm == analysis.control else "")),
+                         justify="right")
+    table.add_row(f"[bold]{MACRO if analysis.tasks else 'overall'}[/]",
+                  *[_interval(arm.overall) for arm in analysis.arms])
+    for task in analysis.tasks:
+        table.add_row(escape(task), *[_interval(arm.per_task.get(task)) for arm in analysis.arms])
+    return table
+
+
+def _comparison_table(c: Comparison, analysis: Analysis) -> Table:
+    table = Table(title=f"{c.variant} - {c.control}: difference, 95% CI, p", title_justify="left")
+    table.add_column("task")
+    table.add_column("seeds (Welch)", justify="right")
+    table.add_column("p", justify="right")
+    if analysis.tasks:
+        table.add_column("items (paired)", justify="right")
+        table.add_column("p", justify="right")
+    table.add_row(f"[bold]{MACRO if analysis.tasks else 'overall'}[/]", *_diff_cells(c.seeds),
+                  *(_diff_cells(c.items) if analysis.tasks else []))
+    for task in analysis.tasks:
+        seeds, items = c.per_task.get(task, (None, None))
+        table.add_row(escape(task), *_diff_cells(seeds), *_diff_cells(items))
+    return table
+
+
+def _interval(i: Interval | None) -> str:
+    if i is None:
+        return "-"
+    if not math.isfinite(i.low):
+        return f"{i.point:.3f} (1 seed: no CI)"
+    return f"{i.point:.3f} [{i.low:.3f}, {i.high:.3f}]"
+
+
+def _diff_cells(d: Difference | None) -> list[str]:
+    if d is None:
+        return ["-", "-"]
+    return [f"{d.estimate:+.3f} [{d.low:.3f}, {d.high:.3f}]", f"{d.p_value:.2g}"]
+
+
+def analysis_dict(analysis: Analysis) -> dict[str, Any]:
+    """The analysis as plain JSON-able data (for `labcoat report --json`)."""
+    data = dataclasses.asdict(analysis)
+    data["hypothesis"] = analysis.hypothesis.model_dump() if analysis.hypothesis else None
+    return _json_safe(data)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,88 @@
+"""The local executor: each trial attempt is a subprocess on this machine."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+STDOUT_NAME = "stdout.log"
+STDERR_NAME = "stderr.log"
+
+
+class LocalProcess:
+    """A running trial attempt; stdout and stderr go to files in its run directory."""
+
+    def __init__(self, command: list[str], *, env: dict[str, str], run_dir: Path) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = run_dir
+        with open(run_dir / STDOUT_NAME, "ab") as out, open(run_dir / STDERR_NAME, "ab") as err:
+            self.process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=os.getcwd(),
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        self.pid = self.process.pid
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def stop(self, grace: float = 5.0) -> int:
+        """SIGTERM the trial's process group, SIGKILL it after `grace` seconds."""
+        _signal_group(self.pid, signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.pid, signal.SIGKILL)
+            return self.process.wait()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _die_with_parent() -> None:
+    # Trials run in their own session (Ctrl-C reaches only the runner, which
+    # stops them cleanly). If the runner itself is killed, Linux sends the
+    # trial SIGKILL (PR_SET_PDEATHSIG) so no orphan keeps training unobserved.
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+def kill_stale(pid: int, journal: Path) -> bool:
+    """Kill a trial process left by a runner that died, if it is still ours.
+
+    It is ours if its environment names the same journal (pids are reused).
+    """
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    if f"LABCOAT_JOURNAL={journal}".encode() not in environ.split(b"\0"):
+        return False
+    _signal_group(pid, signal.SIGKILL)
+    return True
+
+
+def stderr_tail(run_dir: Path, lines: int = 5) -> str:
+    """The last lines of an attempt's stderr, for failure messages."""
+    try:
+        with open(run_dir / STDERR_NAME, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])

@@ -1,0 +1,298 @@
+"""`labcoat run`: expand a design into trials and run them, N at a time, resumably.
+
+The runner is the only writer to the store. Each poll it ingests the new lines
+of every running trial's journal and commits, so a killed runner loses nothing
+already journaled; running it again finishes only what is unfinished.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from sqlalchemy.orm import Session
+
+from labcoat import environment as env
+from labcoat import spec, store
+from labcoat.errors import Interrupted, LabcoatError
+from labcoat.runner._display import Display, TrialRow
+from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
+from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
+from labcoat.store import Attempt, Experiment, Trial
+
+POLL_SECONDS = 0.3
+
+
+@dataclass
+class RunSummary:
+    experiment: str
+    done: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already done before this run
+
+
+@dataclass
+class _Running:
+    trial: Trial
+    attempt: Attempt
+    process: LocalProcess
+    row: TrialRow
+
+
+def run_design(
+    design_path: str | Path,
+    *,
+    parallelism: int | None = None,
+    console: Console | None = None,
+    plain: bool | None = None,
+) -> RunSummary:
+    """Run every unfinished trial of the design at `design_path`."""
+    path = Path(design_path)
+    design = spec.load_design(path)
+    trials = spec.expand(design)
+    workers = parallelism or design.parallelism or os.cpu_count() or 1
+    console = console or Console()
+    db = store.open_store()
+    try:
+        with _experiment_lock(design.name), db.session() as session:
+            experiment, _ = store.get_or_create_experiment(
+                session,
+                name=design.name,
+                design_yaml=path.read_text(encoding="utf-8"),
+                design_hash=spec.design_hash(design),
+                design_path=str(path.absolute()),
+            )
+            store.add_missing_trials(session, experiment, trials)
+            _recover_stale(session, experiment)
+            session.commit()
+            return _Loop(session, experiment, workers, console, plain).run()
+    finally:
+        db.close()
+
+
+class _Loop:
+    def __init__(
+        self,
+        session: Session,
+        experiment: Experiment,
+        workers: int,
+        console: Console,
+        plain: bool | None,
+    ) -> None:
+        self.session = session
+        self.experiment = experiment
+        self.workers = workers
+        self.summary = RunSummary(experiment.name)
+        self.running: list[_Running] = []
+        self.rows = {t.key: _row(t) for t in experiment.trials}
+        self.display = Display(
+            f"labcoat run {experiment.name}", list(self.rows.values()), console=console, plain=plain
+        )
+        self.threads = max(1, (os.cpu_count() or 1) // workers)
+
+    def run(self) -> RunSummary:
+        queue = [t for t in self.experiment.trials if t.status != "done"]
+        self.summary.skipped = [t.key for t in self.experiment.trials if t.status == "done"]
+        with self.display, _stop_on_sigterm():
+            if self.summary.skipped:
+                self.display.say(
+                    "-", f"{len(self.summary.skipped)} trial(s) already done, skipping them"
+                )
+            try:
+                while queue or self.running:
+                    while queue and len(self.running) < self.workers:
+                        self._start(queue.pop(0))
+                    self._poll()
+                    self.session.commit()
+                    self.display.refresh()
+                    if self.running:
+                        time.sleep(POLL_SECONDS)
+            except KeyboardInterrupt:
+                self._stop_all()
+                raise Interrupted(
+                    f"stopped: {len(self.summary.done) + len(self.summary.skipped)} trial(s) done "
+                    f"and kept; run `labcoat run {self.experiment.design_path or 'DESIGN'}` "
+                    "again to finish the rest"
+                ) from None
+        return self.summary
+
+    def _start(self, trial: Trial) -> None:
+        number = max((a.number for a in trial.attempts), default=0) + 1
+        run_dir = env.home() / "runs" / self.experiment.name / trial.key / f"attempt-{number}"
+        attempt = store.start_attempt(
+            self.session, trial, run_dir=str(run_dir), host=socket.gethostname()
+        )
+        row = self.rows[trial.key]
+        row.status, row.started, row.ended, row.step, row.note = "running", time.time(), None, 0, ""
+        try:
+            process = LocalProcess(
+                trial.command or [], env=self._env(trial, attempt), run_dir=run_dir
+            )
+        except OSError as e:
+            self._finish(
+                trial,
+                attempt,
+                row,
+                None,
+                f"could not start {trial.command[0]!r}: "
+                f"{e.strerror}; check the design's `command:`",
+            )
+            return
+        attempt.pid = process.pid
+        self.session.commit()
+        self.running.append(_Running(trial, attempt, process, row))
+        self.display.say(trial.key, f"started (attempt {number}, pid {process.pid})")
+
+    def _env(self, trial: Trial, attempt: Attempt) -> dict[str, str]:
+        child = dict(os.environ)
+        child.update(
+            {
+                env.HOME: str(env.home()),
+                env.JOURNAL: str(journal_path(attempt)),
+                env.EXPERIMENT: self.experiment.name,
+                env.TRIAL: trial.key,
+                env.ATTEMPT: str(attempt.number),
+                env.ARM: trial.arm,
+                env.SEED: "" if trial.seed is None else str(trial.seed),
+                env.PARAMS: json.dumps(trial.params),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        # N trials share the CPUs: without this each would start one thread per core.
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            child.setdefault(var, str(self.threads))
+        return child
+
+    def _poll(self) -> None:
+        for job in list(self.running):
+            code = job.process.poll()
+            progress = ingest_attempt(self.session, job.attempt)
+            _show_progress(job.row, job.trial, progress)
+            if code is not None:
+                self.running.remove(job)
+                cause = "exit 0" if code == 0 else _failure(code, job.process.run_dir)
+                self._finish(job.trial, job.attempt, job.row, code, cause)
+
+    def _finish(
+        self, trial: Trial, attempt: Attempt, row: TrialRow, code: int | None, cause: str
+    ) -> None:
+        status = "done" if code == 0 else "failed"
+        store.end_attempt(self.session, attempt, exit_code=code, cause=cause, trial_status=status)
+        self.session.commit()
+        row.status, row.ended = status, time.time()
+        (self.summary.done if status == "done" else self.summary.failed).append(trial.key)
+        self.display.say(trial.key, "done" if status == "done" else f"failed: {cause}")
+
+    def _stop_all(self) -> None:
+        for job in self.running:
+            job.process.stop()
+            ingest_attempt(self.session, job.attempt)
+            store.end_attempt(
+                self.session,
+                job.attempt,
+                exit_code=job.process.poll(),
+                cause="interrupted (labcoat run was stopped)",
+                trial_status="pending",
+            )
+            job.row.status = "pending"
+        self.running.clear()
+        self.session.commit()
+
+
+def _row(trial: Trial) -> TrialRow:
+    attempt = store.last_attempt(trial)
+    return TrialRow(
+        key=escape(trial.key),
+        status=trial.status,
+        total=trial.total_steps,
+        step=attempt.last_step if attempt else None,
+    )
+
+
+def _show_progress(row: TrialRow, trial: Trial, progress: Progress) -> None:
+    row.step = progress.last_step
+    row.total = trial.total_steps
+    if progress.latest:
+        name, value = next(iter(progress.latest.items()))
+        row.metric = escape(f"{name}={value:.4g}")
+
+
+def _failure(code: int, run_dir: Path) -> str:
+    if code < 0:
+        cause = f"killed by signal {signal.Signals(-code).name}"
+    else:
+        cause = f"exit {code}"
+    tail = stderr_tail(run_dir, lines=1)
+    return f"{cause}: {tail}" if tail else cause
+
+
+def _recover_stale(session: Session, experiment: Experiment) -> None:
+    """Close attempts left open by a runner that was killed, keeping their journals."""
+    for trial in experiment.trials:
+        attempt = store.last_attempt(trial)
+        if trial.status != "running" or attempt is None or attempt.ended_at is not None:
+            continue
+        if attempt.pid and attempt.host == socket.gethostname():
+            kill_stale(attempt.pid, journal_path(attempt))
+        progress = ingest_attempt(session, attempt)
+        if progress.finish_status == "done":
+            # The trial reached run.finish(); only its exit code went unobserved.
+            store.end_attempt(
+                session,
+                attempt,
+                exit_code=None,
+                trial_status="done",
+                cause="finished (exit not observed: labcoat run was stopped)",
+            )
+        else:
+            store.end_attempt(
+                session,
+                attempt,
+                exit_code=None,
+                trial_status="pending",
+                cause="lost (labcoat run was stopped while it ran)",
+            )
+
+
+@contextmanager
+def _experiment_lock(name: str) -> Iterator[None]:
+    """One runner per experiment: a second `labcoat run` on it stops with a message."""
+    lock_dir = env.home() / "runs" / name
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / ".lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise LabcoatError(
+                f"experiment {name!r} is already being run by another `labcoat run` "
+                f"(pid {handle.read().strip() or '?'}); wait for it or stop it first"
+            ) from None
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM stops the run as cleanly as Ctrl-C does."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

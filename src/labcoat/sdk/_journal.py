@@ -1,0 +1,99 @@
+"""The trial journal: append-only JSON lines, one file per trial attempt.
+
+Trials never touch the database; they append records here and the runner
+ingests them (the single writer). Every record is one line, written and
+flushed in one call, so a killed process leaves at most one partial last line,
+which the reader leaves for later (it may still be completed) and never
+misreads.
+
+Record kinds (format version 1):
+    {"kind": "start", "v": 1, "time", "pid", "host", "total_steps"}
+    {"kind": "log", "time", "step", "metrics": {name: value}}
+    {"kind": "items", "time", "step", "task", "variant", "items": [...], "scores": [...]}
+    {"kind": "event", "time", "step", "level", "event", "message", "data"}
+    {"kind": "finish", "time", "status"}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+JOURNAL_NAME = "journal.jsonl"  # inside an attempt's run directory
+
+
+class JournalWriter:
+    """Appends records to a journal file; each record is flushed when written."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Line buffering is not enough for long lines; we flush explicitly.
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":"), allow_nan=True)
+        self._file.write(line + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+
+@dataclass
+class JournalChunk:
+    """Records read from a journal since a byte offset.
+
+    records: (line_number, record) pairs, line numbers 1-based over the whole file.
+    bad_lines: (line_number, reason) for complete lines that are not valid records.
+    offset / line: where the next read starts.
+    """
+
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    bad_lines: list[tuple[int, str]] = field(default_factory=list)
+    offset: int = 0
+    line: int = 0
+
+
+def read_journal(path: str | os.PathLike[str], offset: int = 0, line: int = 0) -> JournalChunk:
+    """Read complete lines of a journal from byte `offset` (line count `line`).
+
+    A trailing line without a newline is left unread: its writer may still be
+    writing it. Re-reading from the returned offset never yields a record twice.
+    """
+    chunk = JournalChunk(offset=offset, line=line)
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return chunk
+    end = data.rfind(b"\n")
+    if end < 0:
+        return chunk
+    for raw in data[: end + 1].splitlines():
+        chunk.line += 1
+        record, reason = _parse(raw)
+        if record is None:
+            chunk.bad_lines.append((chunk.line, reason))
+        else:
+            chunk.records.append((chunk.line, record))
+    chunk.offset = offset + end + 1
+    return chunk
+
+
+def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    try:
+        record = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"not JSON ({e.__class__.__name__}: {e})"
+    if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+        return None, "not a journal record (expected an object with a 'kind')"
+    return record, ""

@@ -1,0 +1,108 @@
+"""Opening the store: engine, SQLite pragmas, and migrations to the latest schema."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from labcoat import environment
+from labcoat.errors import LabcoatError
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class Store:
+    """A migrated database: `session()` opens a unit of work."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def session(self) -> Session:
+        return self._sessions()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open (creating and migrating if needed) the store at `url` (default: LABCOAT_DB/HOME)."""
+    url = url or environment.database_url()
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise LabcoatError(
+            f"LABCOAT_DB={url!r} is not a database URL; use e.g. sqlite:////path/labcoat.db "
+            "or postgresql+psycopg://user@host/db"
+        ) from None
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        _prepare_sqlite_path(Path(parsed.database))
+    engine = create_engine(parsed)
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    try:
+        migrate(engine)
+    except OperationalError as e:
+        engine.dispose()
+        raise LabcoatError(
+            f"cannot open the database at {_shown(parsed)}: {e.orig}. {_HINT}"
+        ) from None
+    return Store(engine)
+
+
+_HINT = "Set LABCOAT_HOME to a writable directory or LABCOAT_DB to a reachable database URL."
+
+
+def _shown(url) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def _prepare_sqlite_path(path: Path) -> None:
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LabcoatError(
+            f"cannot create {directory} for the database ({e.strerror}). {_HINT}"
+        ) from None
+    target = path if path.exists() else directory
+    if not os.access(target, os.W_OK):
+        raise LabcoatError(f"the database {path} is not writable (permission denied). {_HINT}")
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    # WAL lets readers (status, report, ui) work while the runner writes;
+    # NORMAL sync is durable across process crashes in WAL mode.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def migrate(engine: Engine) -> None:
+    """Upgrade the schema to the latest Alembic revision (a no-op when current)."""
+    from alembic import command
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    with engine.begin() as connection:
+        if _current_revision(connection) == head:
+            return
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+def _current_revision(connection) -> str | None:
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()

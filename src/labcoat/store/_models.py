@@ -1,0 +1,187 @@
+"""The database schema (SQLAlchemy 2 declarative models).
+
+experiment -> trial -> attempt -> metric points, eval items, events,
+checkpoints, alerts. Metric points and eval items are unique per
+(trial, name/task, step, ...): re-ingesting a journal, or a restarted attempt
+re-logging a step, replaces the value instead of adding a duplicate.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+TRIAL_STATUSES = ("pending", "running", "done", "failed")
+
+
+class Experiment(Base):
+    __tablename__ = "experiment"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    design_yaml: Mapped[str] = mapped_column(Text)
+    design_hash: Mapped[str] = mapped_column(String(64))
+    design_path: Mapped[str | None] = mapped_column(Text)
+    analysis_plan: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    trials: Mapped[list[Trial]] = relationship(
+        back_populates="experiment", order_by="Trial.id", cascade="all, delete-orphan"
+    )
+
+
+class Trial(Base):
+    __tablename__ = "trial"
+    __table_args__ = (UniqueConstraint("experiment_id", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiment.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(200))
+    arm: Mapped[str] = mapped_column(String(200))
+    seed: Mapped[int | None] = mapped_column(BigInteger)
+    scale: Mapped[str | None] = mapped_column(String(200))
+    factors: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    command: Mapped[list[str] | None] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    total_steps: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    experiment: Mapped[Experiment] = relationship(back_populates="trials")
+    attempts: Mapped[list[Attempt]] = relationship(
+        back_populates="trial", order_by="Attempt.number", cascade="all, delete-orphan"
+    )
+
+
+class Attempt(Base):
+    """One execution of a trial's command; `cause` says how it ended."""
+
+    __tablename__ = "attempt"
+    __table_args__ = (UniqueConstraint("trial_id", "number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    ended_at: Mapped[datetime | None]
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    cause: Mapped[str | None] = mapped_column(Text)  # e.g. "exit 0", "exit 1", "interrupted"
+    host: Mapped[str | None] = mapped_column(String(255))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    run_dir: Mapped[str | None] = mapped_column(Text)  # journal.jsonl, stdout.log, stderr.log
+    journal_offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    journal_line: Mapped[int] = mapped_column(Integer, default=0)
+    last_step: Mapped[int | None] = mapped_column(Integer)
+
+    trial: Mapped[Trial] = relationship(back_populates="attempts")
+
+
+class MetricPoint(Base):
+    __tablename__ = "metric_point"
+    # (name, trial_id, step) serves "all points of metric X for these trials" by prefix.
+    __table_args__ = (UniqueConstraint("name", "trial_id", "step", name="uq_metric_point"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="SET NULL"))
+    name: Mapped[str] = mapped_column(String(200))
+    step: Mapped[int] = mapped_column(BigInteger)
+    value: Mapped[float] = mapped_column(Float)
+    time: Mapped[float | None] = mapped_column(Float)  # unix seconds, from the trial
+
+
+class EvalItem(Base):
+    __tablename__ = "eval_item"
+    __table_args__ = (
+        UniqueConstraint("trial_id", "task", "step", "item", "variant", name="uq_eval_item"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="SET NULL"))
+    step: Mapped[int] = mapped_column(BigInteger)
+    task: Mapped[str] = mapped_column(String(200))
+    item: Mapped[str] = mapped_column(String(200))
+    variant: Mapped[str] = mapped_column(String(200), default="")
+    score: Mapped[float] = mapped_column(Float)
+
+
+class Event(Base):
+    """Something that happened: from a journal (seq = its line) or from the runner."""
+
+    __tablename__ = "event"
+    __table_args__ = (
+        UniqueConstraint("attempt_id", "seq", name="uq_event_seq"),
+        Index("ix_event_trial", "trial_id", "kind"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="CASCADE"))
+    seq: Mapped[int | None] = mapped_column(Integer)
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    rank: Mapped[int | None] = mapped_column(Integer)
+    host: Mapped[str | None] = mapped_column(String(255))
+    level: Mapped[str] = mapped_column(String(20), default="info")
+    kind: Mapped[str] = mapped_column(String(100))
+    message: Mapped[str] = mapped_column(Text, default="")
+    data: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    time: Mapped[float | None] = mapped_column(Float)
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoint"
+    __table_args__ = (UniqueConstraint("trial_id", "step", name="uq_checkpoint"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="SET NULL"))
+    step: Mapped[int] = mapped_column(BigInteger)
+    path: Mapped[str] = mapped_column(Text)
+    bytes: Mapped[int | None] = mapped_column(BigInteger)
+    hash: Mapped[str | None] = mapped_column(String(128))
+    verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    time: Mapped[float | None] = mapped_column(Float)
+
+
+class Alert(Base):
+    __tablename__ = "alert"
+    __table_args__ = (
+        UniqueConstraint("attempt_id", "seq", name="uq_alert_seq"),
+        Index("ix_alert_trial", "trial_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="SET NULL"))
+    seq: Mapped[int | None] = mapped_column(Integer)  # journal line, for idempotent ingestion
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    rule: Mapped[str] = mapped_column(String(100))
+    severity: Mapped[str] = mapped_column(String(20))
+    message: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    time: Mapped[float | None] = mapped_column(Float)

@@ -1,0 +1,178 @@
+"""Writes: experiments, trials, attempts and idempotent bulk upserts of journal rows.
+
+Only the runner calls these (one writer per database).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Table, select
+from sqlalchemy.orm import Session
+
+from labcoat.errors import LabcoatError
+from labcoat.store._models import (
+    Alert,
+    Attempt,
+    Checkpoint,
+    EvalItem,
+    Event,
+    Experiment,
+    MetricPoint,
+    Trial,
+    utcnow,
+)
+
+
+def get_or_create_experiment(
+    session: Session,
+    *,
+    name: str,
+    design_yaml: str,
+    design_hash: str,
+    design_path: str | None = None,
+    require_same_design: bool = True,
+) -> tuple[Experiment, bool]:
+    """The experiment called `name`, created if new. Returns (experiment, created).
+
+    An existing experiment with a different design is an error: results from two
+    designs must not mix under one name.
+    """
+    experiment = session.scalar(select(Experiment).where(Experiment.name == name))
+    if experiment is None:
+        experiment = Experiment(
+            name=name, design_yaml=design_yaml, design_hash=design_hash, design_path=design_path
+        )
+        session.add(experiment)
+        session.flush()
+        return experiment, True
+    if require_same_design and experiment.design_hash != design_hash:
+        raise LabcoatError(
+            f"experiment {name!r} already exists with a different design "
+            f"(recorded {experiment.design_hash[:12]}, this file {design_hash[:12]}); "
+            "give the changed design a new `name:` so both results stay interpretable"
+        )
+    return experiment, False
+
+
+def add_missing_trials(session: Session, experiment: Experiment, specs: Iterable[Any]) -> None:
+    """Create a pending trial for each TrialSpec whose key is not recorded yet."""
+    existing = {t.key for t in experiment.trials}
+    for spec in specs:
+        if spec.key not in existing:
+            experiment.trials.append(
+                Trial(
+                    key=spec.key,
+                    arm=spec.arm,
+                    seed=spec.seed,
+                    params=dict(spec.params),
+                    command=list(spec.command),
+                    status="pending",
+                )
+            )
+    session.flush()
+
+
+def start_attempt(
+    session: Session, trial: Trial, *, run_dir: str, host: str, pid: int | None = None
+) -> Attempt:
+    number = max((a.number for a in trial.attempts), default=0) + 1
+    attempt = Attempt(
+        trial=trial,
+        number=number,
+        run_dir=run_dir,
+        host=host,
+        pid=pid,
+        journal_offset=0,
+        journal_line=0,
+    )
+    session.add(attempt)
+    trial.status = "running"
+    session.flush()
+    return attempt
+
+
+def end_attempt(
+    session: Session, attempt: Attempt, *, exit_code: int | None, cause: str, trial_status: str
+) -> None:
+    attempt.exit_code = exit_code
+    attempt.cause = cause
+    attempt.ended_at = utcnow()
+    attempt.trial.status = trial_status
+    session.flush()
+
+
+def upsert_metric_points(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """rows: {trial_id, attempt_id, name, step, value, time}; a later value for the same
+    (trial, name, step) replaces the earlier one."""
+    _upsert(
+        session,
+        MetricPoint.__table__,
+        _last_per_key(rows, ("trial_id", "name", "step")),
+        keys=("name", "trial_id", "step"),
+        update=("value", "time", "attempt_id"),
+    )
+
+
+def upsert_eval_items(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """rows: {trial_id, attempt_id, step, task, item, variant, score}."""
+    keys = ("trial_id", "task", "step", "item", "variant")
+    _upsert(
+        session,
+        EvalItem.__table__,
+        _last_per_key(rows, keys),
+        keys=keys,
+        update=("score", "attempt_id"),
+    )
+
+
+def insert_events(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """rows with (attempt_id, seq) already recorded are skipped (idempotent ingestion)."""
+    _upsert(session, Event.__table__, rows, keys=("attempt_id", "seq"), update=())
+
+
+def insert_alerts(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    _upsert(session, Alert.__table__, rows, keys=("attempt_id", "seq"), update=())
+
+
+def upsert_checkpoints(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    _upsert(
+        session,
+        Checkpoint.__table__,
+        _last_per_key(rows, ("trial_id", "step")),
+        keys=("trial_id", "step"),
+        update=("attempt_id", "path", "bytes", "hash", "verified", "time"),
+    )
+
+
+def _last_per_key(rows: Sequence[dict[str, Any]], key: tuple[str, ...]) -> list[dict[str, Any]]:
+    # PostgreSQL refuses an upsert batch that touches one row twice; keep the last.
+    return list({tuple(r[k] for k in key): r for r in rows}.values())
+
+
+def _upsert(
+    session: Session,
+    table: Table,
+    rows: Sequence[dict[str, Any]],
+    *,
+    keys: tuple[str, ...],
+    update: tuple[str, ...],
+) -> None:
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:  # pragma: no cover - guarded by open_store's supported backends
+        raise LabcoatError(f"the {dialect} database is not supported; use SQLite or PostgreSQL")
+    stmt = insert(table)
+    if update:
+        stmt = stmt.on_conflict_do_update(
+            index_elements=list(keys), set_={c: stmt.excluded[c] for c in update}
+        )
+    else:
+        stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
+    session.execute(stmt, list(rows))
