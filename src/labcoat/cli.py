@@ -254,10 +254,10 @@ def main() -> None:
     try:
         app()
     except Interrupted as e:
-        Console(stderr=True).print(f"[yellow]{escape(str(e))}[/]")
+        Console(stderr=True, soft_wrap=True).print(f"[yellow]{escape(str(e))}[/]")
         sys.exit(130)
     except LabcoatError as e:
-        Console(stderr=True).print(f"[red]error:[/] {escape(str(e))}")
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(e))}")
         sys.exit(2)
 
 

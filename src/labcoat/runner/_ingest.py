@@ -143,7 +143,7 @@ class _Rows:
     def write(self, session: Session) -> None:
         store.upsert_metric_points(session, self.points)
         store.upsert_eval_items(session, self.items)
-        store.insert_events(session, self.events + self.problems)
+        store.insert_events(session, sorted(self.events + self.problems, key=lambda e: e["seq"]))
 
 
 def _step(value: Any) -> int:

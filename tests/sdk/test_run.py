@@ -1,0 +1,93 @@
+"""labcoat.init / Run: identity from the runner's environment, validation, ad-hoc runs."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import labcoat
+from labcoat.sdk import read_journal
+
+
+@pytest.fixture
+def trial_env(home, monkeypatch, tmp_path):
+    journal = tmp_path / "attempt-1" / "journal.jsonl"
+    monkeypatch.setenv("LABCOAT_JOURNAL", str(journal))
+    monkeypatch.setenv("LABCOAT_EXPERIMENT", "exp")
+    monkeypatch.setenv("LABCOAT_TRIAL", "warmup-s1")
+    monkeypatch.setenv("LABCOAT_ATTEMPT", "2")
+    monkeypatch.setenv("LABCOAT_SEED", "1")
+    monkeypatch.setenv("LABCOAT_PARAMS", json.dumps({"lr": 0.1, "seed": 1}))
+    return journal
+
+
+def test_inside_a_trial_identity_comes_from_the_environment(trial_env):
+    run = labcoat.init(total_steps=10)
+    assert (run.experiment, run.trial, run.attempt, run.seed) == ("exp", "warmup-s1", 2, 1)
+    assert run.params == {"lr": 0.1, "seed": 1}
+    run.log(1, loss=np.float32(2.5), lr=1e-3)
+    run.log_items(1, "copy", np.array([3, 4]), np.array([1.0, 0.0]))
+    run.finish()
+    kinds = [r["kind"] for _, r in read_journal(trial_env).records]
+    assert kinds == ["start", "log", "items", "finish"]
+    records = [r for _, r in read_journal(trial_env).records]
+    assert records[0]["total_steps"] == 10
+    assert records[1]["metrics"] == {"loss": 2.5, "lr": 1e-3}
+    assert records[2]["items"] == ["3", "4"] and records[2]["scores"] == [1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda r: r.log(1, loss="abc"), "metric 'loss' at step 1 is 'abc'"),
+        (lambda r: r.log(1, loss=None), "log numbers only"),
+        (lambda r: r.log(1, ok=True), "log numbers only"),
+        (lambda r: r.log(-1, loss=1.0), "non-negative integer"),
+        (lambda r: r.log(1.5, loss=1.0), "non-negative integer"),
+        (lambda r: r.log(1), "at least one metric"),
+        (lambda r: r.log_items(1, "copy", ["a", "b"], [1.0]), "2 item ids but 1 scores"),
+        (lambda r: r.log_items(1, "copy", ["a", "a"], [1.0, 0.0]), "repeated item ids"),
+        (lambda r: r.log_items(1, "copy", ["a"], ["x"]), "score of item 'a'"),
+        (lambda r: r.log_items(1, "", ["a"], [1.0]), "task must be"),
+    ],
+)
+def test_bad_values_are_rejected_in_the_trial_with_a_clear_message(trial_env, call, message):
+    run = labcoat.init()
+    with pytest.raises(ValueError, match=message):
+        call(run)
+    run.finish()
+    # nothing invalid reached the journal
+    assert [r["kind"] for _, r in read_journal(trial_env).records] == ["start", "finish"]
+
+
+def test_importing_labcoat_loads_neither_torch_nor_sqlalchemy():
+    code = "import sys, labcoat; print(sorted(m for m in ('torch', 'sqlalchemy', 'scipy') " \
+           "if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_plain_script_is_recorded_as_an_adhoc_experiment(home, tmp_path):
+    script = tmp_path / "train_me.py"
+    script.write_text(textwrap.dedent("""
+        import labcoat
+        run = labcoat.init(seed=7, params={"lr": 0.5})
+        for step in range(3):
+            run.log(step, loss=1.0 / (step + 1))
+        # no run.finish(): the exit hook records it
+    """))
+    subprocess.run([sys.executable, str(script)], check=True, cwd=tmp_path)
+    from labcoat import store
+
+    db = store.open_store()
+    with db.session() as session:
+        exp = store.find_experiment(session, "adhoc-train_me")
+        (trial,) = exp.trials
+        assert (trial.key, trial.seed, trial.status, trial.params) == (
+            "main-s7", 7, "done", {"lr": 0.5})
+        points = store.metric_points(session, [trial.id], "loss")
+        assert [(p.step, p.value) for p in points] == [(0, 1.0), (1, 0.5), (2, 1 / 3)]
+    db.close()

@@ -1,0 +1,132 @@
+"""The store on a real SQLite file: migrations, WAL, idempotent upserts, indexes, bad paths."""
+
+import os
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import text
+
+from labcoat import store
+from labcoat.errors import LabcoatError
+
+
+@pytest.fixture
+def db(home):
+    opened = store.open_store()
+    yield opened
+    opened.close()
+
+
+def _trial(session):
+    exp, created = store.get_or_create_experiment(session, name="e", design_yaml="x: 1",
+                                                  design_hash="h1")
+    assert created
+    from labcoat.spec import TrialSpec
+
+    store.add_missing_trials(session, exp, [TrialSpec(key="a-s0", arm="a", seed=0, params={},
+                                                      command=["true"])])
+    trial = exp.trials[0]
+    attempt = store.start_attempt(session, trial, run_dir="/tmp/x", host="h")
+    return trial, attempt
+
+
+def test_default_store_is_a_wal_sqlite_file_in_labcoat_home(db, home):
+    assert (home / "labcoat.db").exists()
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_migrations_produce_exactly_the_models_schema(db):
+    with db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), store.Base.metadata)
+        version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    assert diff == []
+    assert version == "0001"
+
+
+def test_reopening_a_migrated_store_keeps_its_data(home):
+    first = store.open_store()
+    with first.session() as session:
+        store.get_or_create_experiment(session, name="keep", design_yaml="", design_hash="h")
+        session.commit()
+    first.close()
+    second = store.open_store()
+    with second.session() as session:
+        assert store.find_experiment(session, "keep").name == "keep"
+    second.close()
+
+
+def test_upserts_never_duplicate_and_later_values_win(db):
+    with db.session() as session:
+        trial, attempt = _trial(session)
+        ids = {"trial_id": trial.id, "attempt_id": attempt.id}
+        rows = [{**ids, "name": "loss", "step": s, "value": float(s), "time": 0.0}
+                for s in range(5)]
+        store.upsert_metric_points(session, rows)
+        store.upsert_metric_points(session, rows)  # re-ingestion
+        store.upsert_metric_points(session, [{**ids, "name": "loss", "step": 4, "value": -1.0,
+                                              "time": 1.0},
+                                             {**ids, "name": "loss", "step": 4, "value": -2.0,
+                                              "time": 2.0}])
+        items = [{**ids, "step": 5, "task": "t", "item": str(i), "variant": "", "score": 1.0}
+                 for i in range(3)]
+        store.upsert_eval_items(session, items + items)
+        events = [{**ids, "seq": 1, "kind": "x", "level": "info", "message": "m"}]
+        store.insert_events(session, events)
+        store.insert_events(session, events)
+        session.commit()
+        points = store.metric_points(session, [trial.id], "loss")
+        assert [(p.step, p.value) for p in points] == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 3.0),
+                                                       (4, -2.0)]
+        assert len(store.eval_items(session, [trial.id])) == 3
+        assert len(store.events(session, [trial.id])) == 1
+
+
+def test_metric_query_uses_the_name_trial_step_index(db):
+    with db.engine.connect() as conn:
+        plan = conn.execute(text(
+            "EXPLAIN QUERY PLAN SELECT step, value FROM metric_point "
+            "WHERE name = 'loss' AND trial_id IN (1, 2, 3) ORDER BY trial_id, step"
+        )).all()
+    detail = " ".join(str(row[-1]) for row in plan)
+    # SQLite backs the (name, trial_id, step) unique constraint with an automatic index.
+    assert "USING INDEX" in detail and "name=? AND trial_id=?" in detail, detail
+
+
+def test_changed_design_under_the_same_name_is_refused(db):
+    with db.session() as session:
+        store.get_or_create_experiment(session, name="e", design_yaml="", design_hash="h1")
+        with pytest.raises(LabcoatError, match="different design.*new `name:`"):
+            store.get_or_create_experiment(session, name="e", design_yaml="", design_hash="h2")
+
+
+def test_unknown_experiment_lists_known_names(db):
+    with db.session() as session:
+        store.get_or_create_experiment(session, name="alpha", design_yaml="", design_hash="h")
+        with pytest.raises(LabcoatError, match="no experiment named 'beta'.*alpha"):
+            store.find_experiment(session, "beta")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_home_is_a_clear_error(tmp_path, monkeypatch):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    monkeypatch.setenv("LABCOAT_HOME", str(locked))
+    with pytest.raises(LabcoatError, match="not writable.*LABCOAT_HOME"):
+        store.open_store()
+
+
+def test_database_path_under_a_file_is_a_clear_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("LABCOAT_DB", f"sqlite:///{blocker}/sub/labcoat.db")
+    with pytest.raises(LabcoatError, match="cannot create .*LABCOAT_HOME"):
+        store.open_store()
+
+
+def test_bad_database_url_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("LABCOAT_DB", "not a url")
+    with pytest.raises(LabcoatError, match="not a database URL"):
+        store.open_store()
