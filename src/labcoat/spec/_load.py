@@ -35,9 +35,24 @@ def _validate(data: Any, lines: dict, name: str) -> Design:
     try:
         return Design.model_validate(data)
     except ValidationError as e:
-        problems = [_describe(err, lines, name) for err in e.errors()]
+        problems = list(dict.fromkeys(_describe(err, lines, name) for err in _merge_unions(e)))
         header = f"{name}: the design has {len(problems)} problem(s):" if len(problems) > 1 else ""
         raise LabcoatError("\n".join([header, *problems]).strip()) from None
+
+
+_SCALAR_TAGS = {"str", "int", "float", "bool"}
+
+
+def _merge_unions(e: ValidationError) -> list[dict[str, Any]]:
+    """One error per key for values that match no member of a str|int|float|bool union."""
+    merged = []
+    for err in e.errors():
+        loc = tuple(err["loc"])
+        if loc and loc[-1] in _SCALAR_TAGS:
+            err = {**err, "loc": loc[:-1], "type": "scalar",
+                   "msg": "expected a single value (text, number or true/false)"}
+        merged.append(err)
+    return merged
 
 
 def _describe(err: dict[str, Any], lines: dict, name: str) -> str:

@@ -19,6 +19,7 @@ Walking-skeleton form::
 
 from __future__ import annotations
 
+import shlex
 import string
 from typing import Literal
 
@@ -130,8 +131,16 @@ class Design(_Strict):
                         f"arm {arm_name!r} sets {key!r}, which is not in params "
                         f"(known: {known}); declare it under `params:` or fix the spelling",
                     )
+        for key in self.params:
+            if key in BUILTIN_PLACEHOLDERS:
+                raise LocatedError(
+                    ("params", key),
+                    f"param {key!r} is reserved (labcoat fills it in: "
+                    f"{', '.join(BUILTIN_PLACEHOLDERS)}); rename it",
+                )
         known = set(self.params) | set(BUILTIN_PLACEHOLDERS)
         try:
+            shlex.split(self.command)
             fields = placeholders(self.command)
         except ValueError as e:
             raise LocatedError(("command",), str(e)) from None

@@ -30,15 +30,26 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[Path_, int]]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        raise LabcoatError(f"{where}: YAML syntax error: {e.problem or e.context}") from None
+        raise LabcoatError(_syntax_message(e, name)) from None
     except yaml.YAMLError as e:
         raise LabcoatError(f"{name}: YAML error: {e}") from None
     lines: dict[Path_, int] = {}
     if node is not None:
         _collect_lines(node, (), lines)
     return data, lines
+
+
+def _syntax_message(e: yaml.MarkedYAMLError, name: str) -> str:
+    """Name the line where the broken construct starts (an unclosed bracket's line),
+    and where the parser gave up."""
+    start, found = e.context_mark, e.problem_mark
+    mark = start or found
+    where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+    detail = f"{e.context}: " if e.context else ""
+    detail += e.problem or ""
+    if start and found and found.line != start.line:
+        detail += f" (at line {found.line + 1})"
+    return f"{where}: YAML syntax error: {detail}; check brackets, quotes and indentation"
 
 
 def _collect_lines(node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as sps
 
+from labcoat.stats._checks import check_ci
 from labcoat.stats._types import Difference
 
 
@@ -25,6 +26,7 @@ def paired_difference(
     then the SE is cluster-robust (Miller 2024, eq. 4), without small-sample
     correction.
     """
+    check_ci(ci)
     x = np.asarray(a, dtype=float).ravel()
     y = np.asarray(b, dtype=float).ravel()
     if x.shape != y.shape:
@@ -55,6 +57,9 @@ def _cluster_se(d: np.ndarray, clusters: np.ndarray) -> float:
     if clusters.size != d.size:
         raise ValueError(f"clusters has {clusters.size} ids for {d.size} items")
     _, index = np.unique(clusters, return_inverse=True)
+    if index.max() < 1:
+        # One cluster: its residuals sum to zero, so the SE would be a fake 0.
+        raise ValueError("clustered standard errors need at least 2 clusters")
     residual_sums = np.bincount(index, weights=d - d.mean())
     return float(np.sqrt(np.sum(residual_sums**2)) / d.size)
 

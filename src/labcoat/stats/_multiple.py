@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
+from labcoat.stats._checks import check_ci
 from labcoat.stats._types import Difference
 
 
@@ -17,6 +18,8 @@ def holm(p_values: Sequence[float]) -> list[float]:
     compared with the control.
     """
     p = np.asarray(p_values, dtype=float)
+    if not np.all((p >= 0) & (p <= 1)):  # also catches NaN
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
     m = p.size
     order = np.argsort(p)
     adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
@@ -30,6 +33,7 @@ def macro_average(differences: Sequence[Difference], ci: float = 0.95) -> Differ
 
     SE = sqrt(sum se_t^2) / T, since tasks use disjoint items; normal interval.
     """
+    check_ci(ci)
     if not differences:
         raise ValueError("macro_average needs at least one per-task difference")
     t = len(differences)

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as sps
 
+from labcoat.stats._checks import check_ci
 from labcoat.stats._types import Difference, Interval
 
 
@@ -28,6 +29,7 @@ def mean_interval(values: ArrayLike, ci: float = 0.95) -> Interval:
     values: (n,). With n == 1 the interval is infinite: one run cannot tell
     its own noise.
     """
+    check_ci(ci)
     x = _finite_1d(values, "values")
     n = x.size
     mean = float(x.mean())
@@ -43,6 +45,7 @@ def welch(a: ArrayLike, b: ArrayLike, ci: float = 0.95) -> Difference:
 
     a: (n_a,), b: (n_b,) one value per run. Needs two runs per group.
     """
+    check_ci(ci)
     x, y = _finite_1d(a, "a"), _finite_1d(b, "b")
     if x.size < 2 or y.size < 2:
         raise ValueError(

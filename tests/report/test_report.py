@@ -1,0 +1,91 @@
+"""`labcoat report`: numbers checked against scipy on the exported raw data."""
+
+import json
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from helpers import cli, fake_design
+
+
+def _macro_per_trial(items):
+    scores = defaultdict(lambda: defaultdict(list))
+    arm_of = {}
+    for row in items:
+        scores[row["trial"]][row["task"]].append(row["score"])
+        arm_of[row["trial"]] = row["arm"]
+    macro = {t: np.mean([np.mean(v) for v in per_task.values()]) for t, per_task in scores.items()}
+    by_arm = defaultdict(list)
+    for trial in sorted(macro):
+        by_arm[arm_of[trial]].append(macro[trial])
+    return by_arm
+
+
+@pytest.fixture
+def finished(home, tmp_path):
+    design = fake_design(tmp_path, steps=3, seeds=3, parallelism=3, variant_quality=0.7)
+    cli("run", str(design), check=True)
+    items = [json.loads(line) for line in cli("export", "fake", "--items").stdout.splitlines()]
+    return json.loads(cli("report", "fake", "--json", check=True).stdout), items
+
+
+def test_arm_intervals_and_welch_difference_match_scipy(finished):
+    report, items = finished
+    by_arm = _macro_per_trial(items)
+    arms = {a["arm"]: a for a in report["arms"]}
+    for arm, values in by_arm.items():
+        low, high = sps.t.interval(0.95, len(values) - 1, loc=np.mean(values),
+                                   scale=sps.sem(values))
+        assert arms[arm]["overall"]["point"] == pytest.approx(np.mean(values))
+        assert (arms[arm]["overall"]["low"], arms[arm]["overall"]["high"]) == pytest.approx(
+            (low, high))
+    (comparison,) = report["comparisons"]
+    ref = sps.ttest_ind(by_arm["better"], by_arm["base"], equal_var=False)
+    ci = ref.confidence_interval(0.95)
+    assert comparison["seeds"]["p_value"] == pytest.approx(ref.pvalue)
+    assert (comparison["seeds"]["low"], comparison["seeds"]["high"]) == pytest.approx(
+        (ci.low, ci.high))
+    assert comparison["verdict"] == "supported"
+
+
+def test_paired_item_difference_matches_a_hand_computation(finished):
+    report, items = finished
+    per_task = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for row in items:
+        per_task[row["task"]][row["arm"]][row["item"]].append(row["score"])
+    estimates, variances = [], []
+    for arms in per_task.values():
+        ids = sorted(arms["base"])
+        d = np.array([np.mean(arms["better"][i]) - np.mean(arms["base"][i]) for i in ids])
+        estimates.append(d.mean())
+        variances.append(d.var(ddof=1) / d.size)
+    se = np.sqrt(np.sum(variances)) / len(estimates)
+    paired = report["comparisons"][0]["items"]
+    assert paired["estimate"] == pytest.approx(np.mean(estimates))
+    assert paired["se"] == pytest.approx(se)
+
+
+def test_no_difference_is_inconclusive_and_says_why(home, tmp_path):
+    design = fake_design(tmp_path, steps=2, seeds=3, parallelism=3, variant_quality=0.3)
+    cli("run", str(design), check=True)
+    text = cli("report", "fake", check=True).stdout
+    assert "INCONCLUSIVE" in text
+    assert "cannot tell the arms apart" in text.replace("\n", " ")
+
+
+def test_wrong_direction_is_refuted(home, tmp_path):
+    design = fake_design(tmp_path, steps=2, seeds=3, parallelism=3, variant_quality=0.0)
+    text = design.read_text().replace("quality: 0.3}", "quality: 0.9}")
+    design.write_text(text)
+    cli("run", str(design), check=True)
+    report = json.loads(cli("report", "fake", "--json", check=True).stdout)
+    assert report["comparisons"][0]["verdict"] == "refuted"
+
+
+def test_report_of_unknown_experiment_is_one_clear_error(home):
+    result = cli("report", "nope")
+    assert result.returncode == 2
+    assert "no experiment named 'nope'" in result.stderr
+    assert "Traceback" not in result.stderr
