@@ -37,7 +37,8 @@ hypothesis:
   metric: exact_match
   source: items
   direction: increase
-command: "{{python}} {FAKE_TRIAL} --steps {{steps}} --quality {{quality}} --seed {{seed}} --sleep {sleep} {extra}"
+command: "{{python}} {FAKE_TRIAL} --steps {{steps}} --quality {{quality}} --seed {{seed}} \
+  --sleep {sleep} {extra}"
 params: {{steps: {steps}, quality: 0.3}}
 arms:
   base: {{control: true}}

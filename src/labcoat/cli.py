@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from importlib import resources
@@ -174,7 +175,7 @@ def demo(
     os.environ.pop("LABCOAT_DB", None)
     text = example_design()
     if steps is not None:
-        text = text.replace("  steps: 600", f"  steps: {steps}")
+        text = re.sub(r"(?m)^  steps: \d+", f"  steps: {steps}", text)
     design = home / "design.yaml"
     design.write_text(text, encoding="utf-8")
     console.print(f"labcoat demo: running {escape(str(design))} (home: {escape(str(home))})")

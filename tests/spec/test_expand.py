@@ -66,10 +66,10 @@ def test_packaged_example_expands_arms_times_seeds() -> None:
         "control-s0", "control-s1", "control-s2", "warmup-s0", "warmup-s1", "warmup-s2",
     ]
     assert [(t.arm, t.seed) for t in trials[:2]] == [("control", 0), ("control", 1)]
-    assert trials[4].params == {"steps": 600, "lr": 0.003, "warmup": 100, "seed": 1}
+    assert trials[4].params == {"steps": 3000, "lr": 0.02, "warmup": 500, "seed": 1}
     assert trials[4].command == [
         "py", "-m", "labcoat.workloads.tinylm",
-        "--steps", "600", "--lr", "0.003", "--warmup", "100", "--seed", "1",
+        "--steps", "3000", "--lr", "0.02", "--warmup", "500", "--seed", "1",
     ]
 
 

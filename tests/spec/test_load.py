@@ -59,7 +59,7 @@ def test_packaged_example_loads() -> None:
     assert design.seeds == [0, 1, 2]
     assert design.hypothesis.source == "items"
     assert design.hypothesis.direction == "increase"
-    assert design.arms["warmup"].params == {"warmup": 100}
+    assert design.arms["warmup"].params == {"warmup": 500}
 
 
 def test_good_design_loads_with_defaults(tmp_path: Path) -> None:

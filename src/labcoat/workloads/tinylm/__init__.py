@@ -1,0 +1,68 @@
+"""tinylm: a small decoder-only transformer trained on ten in-process tasks.
+
+labcoat's reference workload: real training (CPU, about a minute on one
+thread), per-item held-out evaluation by exact match, and separate seeds for
+initialization, data order and dropout. Use it from Python::
+
+    from labcoat.workloads.tinylm import Config, train
+    result = train(Config(steps=300, warmup=50, seed=1))
+    result.exact_match, result.accuracy["sort"]
+
+or from the shell (reports through the labcoat SDK)::
+
+    python -m labcoat.workloads.tinylm --warmup 100 --seed 1
+"""
+
+from labcoat.workloads.tinylm._model import TinyLM
+from labcoat.workloads.tinylm._tasks import (
+    EVAL_SEED,
+    MAX_LEN,
+    TASKS,
+    VOCAB,
+    EvalSet,
+    Example,
+    TrainStream,
+    collate,
+    decode,
+    derive_seed,
+    encode,
+    is_balanced,
+    make_eval_set,
+)
+from labcoat.workloads.tinylm._train import (
+    Config,
+    TrainResult,
+    build_model,
+    evaluate,
+    exact_match,
+    greedy_decode,
+    learning_rate,
+    masked_loss,
+    train,
+)
+
+__all__ = [
+    "EVAL_SEED",
+    "MAX_LEN",
+    "TASKS",
+    "VOCAB",
+    "Config",
+    "EvalSet",
+    "Example",
+    "TinyLM",
+    "TrainResult",
+    "TrainStream",
+    "build_model",
+    "collate",
+    "decode",
+    "derive_seed",
+    "encode",
+    "evaluate",
+    "exact_match",
+    "greedy_decode",
+    "is_balanced",
+    "learning_rate",
+    "make_eval_set",
+    "masked_loss",
+    "train",
+]

@@ -1,0 +1,339 @@
+"""Configuration, training loop and exact-match evaluation of tinylm.
+
+Three independent RNG streams, each derived from ``seed`` unless given:
+- init: a dedicated ``torch.Generator`` draws the initial weights;
+- data: a ``random.Random`` orders the training examples (see ``_tasks``);
+- dropout: torch's global RNG, seeded right before the first step, inside
+  ``torch.random.fork_rng`` so the caller's RNG state is left untouched.
+Changing one seed changes only its stream. With deterministic algorithms on
+and a fixed thread count, a run is bit-for-bit reproducible on CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from labcoat.errors import LabcoatError
+from labcoat.sdk import Run
+from labcoat.workloads.tinylm._model import TinyLM
+from labcoat.workloads.tinylm._tasks import (
+    EOS_ID,
+    IGNORE,
+    MAX_LEN,
+    PAD_ID,
+    TASKS,
+    VOCAB,
+    EvalSet,
+    Example,
+    TrainStream,
+    derive_seed,
+    encode,
+    make_eval_set,
+)
+
+Stream = Literal["init", "data", "dropout"]
+
+
+@dataclass(kw_only=True)
+class Config:
+    """Every setting of a tinylm run; the defaults are the labcoat demo's settings.
+
+    The defaults make one run take about 45 s on one CPU thread (two runs side
+    by side on two cores), and use a learning rate high enough (2e-2 with
+    AdamW) that training without warmup is clearly hurt: over seeds 0-5,
+    warmup 0 reached macro exact match 0.33-0.36 and warmup 500 reached
+    0.56-0.59. Shorter warmup is not enough: 100 steps helped no seed of
+    three, 200 one of three, 300 five of six.
+    """
+
+    # model
+    width: int = 64  # residual stream width C
+    depth: int = 2  # number of transformer blocks
+    heads: int = 4  # attention heads; must divide width
+    dropout: float = 0.0  # on embeddings, attention weights and residual branches
+    tie_embeddings: bool = True  # the output head shares the token embedding matrix
+    # optimization
+    steps: int = 3000  # optimizer steps
+    batch_size: int = 64  # examples per step
+    lr: float = 2e-2  # peak learning rate (AdamW)
+    warmup: int = 0  # linear warmup steps from 0 to lr
+    schedule: Literal["constant", "cosine"] = "cosine"  # after warmup: hold lr, or cosine decay
+    min_lr_ratio: float = 0.1  # the cosine floor, as a fraction of lr
+    weight_decay: float = 0.1  # AdamW decoupled decay, on matrices only
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW (PyTorch defaults)
+    grad_clip: float = 0.0  # max global gradient norm; 0 disables clipping
+    # evaluation
+    eval_every: int = 300  # evaluate every k steps and always at the last; 0: last only
+    eval_items: int = 100  # held-out items per task
+    tasks: tuple[str, ...] = tuple(TASKS)  # the task mixture (uniform) and eval tasks
+    # execution and randomness
+    threads: int | None = None  # torch.set_num_threads; None keeps torch's (OMP_NUM_THREADS)
+    seed: int = 0  # master seed; each stream below derives from it unless set
+    init_seed: int | None = None  # weight initialization
+    data_seed: int | None = None  # order and content of training examples
+    dropout_seed: int | None = None  # dropout masks
+
+    def __post_init__(self) -> None:
+        self.tasks = tuple(self.tasks)
+        self.betas = (float(self.betas[0]), float(self.betas[1]))
+        problems = list(self._problems())
+        if problems:
+            raise LabcoatError("invalid tinylm config: " + "; ".join(problems))
+
+    def _problems(self) -> Iterator[str]:
+        for name in ("width", "depth", "heads", "steps", "batch_size", "eval_items"):
+            if getattr(self, name) < 1:
+                yield f"{name}={getattr(self, name)} must be >= 1"
+        if self.width % max(self.heads, 1):
+            yield f"width={self.width} must be divisible by heads={self.heads}"
+        if not 0 <= self.warmup <= self.steps:
+            yield f"warmup={self.warmup} must be between 0 and steps={self.steps}"
+        if self.eval_every < 0:
+            yield f"eval_every={self.eval_every} must be >= 0 (0: evaluate at the last step only)"
+        if not self.lr > 0:
+            yield f"lr={self.lr} must be > 0"
+        if not 0 <= self.dropout < 1:
+            yield f"dropout={self.dropout} must be in [0, 1)"
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            yield "weight_decay and grad_clip must be >= 0"
+        if not 0 <= self.min_lr_ratio <= 1:
+            yield f"min_lr_ratio={self.min_lr_ratio} must be in [0, 1]"
+        if self.schedule not in ("constant", "cosine"):
+            yield f"schedule={self.schedule!r}; choose between 'constant' and 'cosine'"
+        if self.threads is not None and self.threads < 1:
+            yield f"threads={self.threads} must be >= 1"
+        unknown = [t for t in self.tasks if t not in TASKS]
+        if unknown or not self.tasks:
+            yield f"unknown tasks {unknown or list(self.tasks)}; choose from {', '.join(TASKS)}"
+
+    def seed_for(self, stream: Stream) -> int:
+        """The seed of one RNG stream: the explicit one if set, else derived from `seed`."""
+        explicit = {"init": self.init_seed, "data": self.data_seed,
+                    "dropout": self.dropout_seed}[stream]
+        return derive_seed("tinylm", self.seed, stream) if explicit is None else explicit
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready settings, with the resolved stream seeds (for the journal's params)."""
+        out = dataclasses.asdict(self)
+        out["tasks"] = list(self.tasks)
+        out["betas"] = list(self.betas)
+        out.update({f"{s}_seed": self.seed_for(s) for s in ("init", "data", "dropout")})
+        return out
+
+
+@dataclass
+class TrainResult:
+    """What `train` returns.
+
+    accuracy: final exact match per task, in [0, 1].
+    exact_match: macro mean of `accuracy` over tasks.
+    scores: final per-item 0/1 scores, ``scores[task]`` aligned with ``item_ids[task]``.
+    losses: (steps,) training loss at every step.
+    history: step -> macro exact match, at every evaluation.
+    """
+
+    config: Config
+    model: TinyLM
+    accuracy: dict[str, float]
+    exact_match: float
+    scores: dict[str, list[float]]
+    item_ids: dict[str, list[str]]
+    losses: list[float]
+    history: dict[int, float]
+    seconds: float
+
+
+def learning_rate(step: int, cfg: Config) -> float:
+    """LR for optimizer step `step` (1-based).
+
+    Linear warmup reaches `lr` at step `warmup` (the first step already moves,
+    at lr/warmup); then `constant` holds it and `cosine` decays it to
+    ``min_lr_ratio * lr`` at the last step (Loshchilov & Hutter 2017).
+    """
+    if step <= cfg.warmup:
+        return cfg.lr * step / cfg.warmup
+    if cfg.schedule == "constant":
+        return cfg.lr
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    floor = cfg.min_lr_ratio * cfg.lr
+    return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def build_model(cfg: Config) -> TinyLM:
+    """The initialized model; draws only from the init stream."""
+    with torch.random.fork_rng(devices=[]):  # module constructors draw from the global RNG
+        model = TinyLM(vocab_size=len(VOCAB), max_len=MAX_LEN, width=cfg.width, depth=cfg.depth,
+                       heads=cfg.heads, dropout=cfg.dropout, tie_embeddings=cfg.tie_embeddings)
+    model.init_weights(torch.Generator().manual_seed(cfg.seed_for("init")))
+    return model
+
+
+def build_optimizer(model: TinyLM, cfg: Config) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices (incl. embeddings) only, as in nanoGPT."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    rest = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+
+
+def masked_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over target positions only.
+
+    logits: (B, T, V); labels: (B, T) with IGNORE at prompt and padding positions.
+    """
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+
+
+@torch.no_grad()
+def greedy_decode(model: TinyLM, prompts: list[list[int]], new_tokens: int) -> torch.Tensor:
+    """Greedily continue every prompt by `new_tokens` tokens, all prompts at once.
+
+    Prompts are right-padded into one (N, L) buffer and each row writes its
+    next token at its own length, so padding never precedes a real token and
+    causal attention never looks at it. The full forward is recomputed per
+    generated token, which is cheap at this size and needs no KV cache.
+    prompts: N lists of token ids. Returns (N, new_tokens) generated ids.
+    """
+    n = len(prompts)
+    lengths = torch.tensor([len(p) for p in prompts])
+    longest = int(lengths.max())
+    buf = torch.tensor([p + [PAD_ID] * (longest + new_tokens - len(p)) for p in prompts])
+    rows = torch.arange(n)
+    for step in range(new_tokens):
+        logits = model(buf[:, : longest + step])  # (N, longest + step, V)
+        buf[rows, lengths + step] = logits[rows, lengths + step - 1].argmax(-1)
+    return buf.gather(1, lengths[:, None] + torch.arange(new_tokens))
+
+
+def exact_match(generated: torch.Tensor, answers: list[list[int]]) -> torch.Tensor:
+    """1.0 where the generation starts with the whole answer (its EOS included), else 0.0.
+
+    generated: (N, K) token ids; answers: N lists of at most K ids.
+    Tokens after an answer's end are not judged. Returns (N,) float.
+    """
+    expected = torch.tensor([a + [PAD_ID] * (generated.shape[1] - len(a)) for a in answers])
+    judged = torch.tensor([[True] * len(a) + [False] * (generated.shape[1] - len(a))
+                           for a in answers])
+    return ((generated == expected) | ~judged).all(dim=1).float()
+
+
+def score_examples(model: TinyLM, examples: list[Example]) -> torch.Tensor:
+    """Exact match of the greedy answer to ``target + EOS`` for each example: (N,) of 0/1."""
+    answers = [encode(ex.target) + [EOS_ID] for ex in examples]
+    generated = greedy_decode(model, [encode(ex.prompt) for ex in examples],
+                              max(map(len, answers)))
+    return exact_match(generated, answers)
+
+
+def evaluate(model: TinyLM, eval_set: EvalSet) -> dict[str, torch.Tensor]:
+    """Per-task exact-match scores: task -> (items,) of 0.0/1.0, in eval_set order."""
+    was_training = model.training
+    model.eval()
+    try:
+        return {task: score_examples(model, xs) for task, xs in eval_set.items.items()}
+    finally:
+        model.train(was_training)
+
+
+@contextlib.contextmanager
+def _torch_settings(cfg: Config) -> Iterator[None]:
+    """Deterministic kernels, the requested thread count and flushed denormals, then restored.
+
+    Flushing matters: runs hurt by the high learning rate produce denormal
+    floats, which x86 CPUs process many times slower; without flushing the
+    no-warmup arm of the demo took 66-89 s per run instead of about 40 s.
+    """
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    threads = torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)  # torch's default; torch offers no getter to restore from
+        torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(threads)
+
+
+def train(cfg: Config, run: Run | None = None, *,
+          echo: Callable[[str], None] | None = None) -> TrainResult:
+    """Train a TinyLM on the task mixture and evaluate it on the fixed held-out set.
+
+    run: where to report (None: no logging). Logged per step: ``loss``,
+        ``lr``; at every eval (each `eval_every` steps and the last step):
+        ``exact_match`` (macro mean), ``exact_match/<task>``, and per-item
+        scores via ``run.log_items``. Steps count optimizer updates, 1..steps.
+    echo: called with a short progress line about every 10% of training.
+    """
+    start = time.perf_counter()
+    eval_set = make_eval_set(cfg.eval_items, cfg.tasks)
+    stream = TrainStream(cfg.seed_for("data"), eval_set.held_out(), cfg.tasks)
+    with _torch_settings(cfg), torch.random.fork_rng(devices=[]):
+        model = build_model(cfg)
+        optimizer = build_optimizer(model, cfg)
+        torch.manual_seed(cfg.seed_for("dropout"))  # dropout is the only global-RNG consumer
+        losses: list[float] = []
+        history: dict[int, float] = {}
+        scores: dict[str, torch.Tensor] = {}
+        report_every = max(1, cfg.steps // 10)
+        model.train()
+        for step in range(1, cfg.steps + 1):
+            lr = learning_rate(step, cfg)
+            loss = _train_step(model, optimizer, stream, cfg, lr)
+            losses.append(loss)
+            if run is not None:
+                run.log(step, loss=loss, lr=lr)
+            if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
+                scores = evaluate(model, eval_set)
+                history[step] = _log_eval(run, step, scores, eval_set)
+            if echo is not None and (step % report_every == 0 or step == cfg.steps):
+                em = f" exact_match {history[step]:.3f}" if step in history else ""
+                echo(f"step {step}/{cfg.steps} loss {loss:.4f} lr {lr:.2e}{em} "
+                     f"({time.perf_counter() - start:.1f}s)")
+    accuracy = {task: s.sum().item() / len(s) for task, s in scores.items()}
+    return TrainResult(
+        config=cfg, model=model, accuracy=accuracy, exact_match=history[cfg.steps],
+        scores={task: s.tolist() for task, s in scores.items()}, item_ids=eval_set.ids,
+        losses=losses, history=history, seconds=time.perf_counter() - start,
+    )
+
+
+def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainStream,
+                cfg: Config, lr: float) -> float:
+    """One optimizer update at learning rate `lr`; returns the batch loss."""
+    inputs, labels = stream.batch(cfg.batch_size)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss = masked_loss(model(inputs), labels)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if cfg.grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
+def _log_eval(run: Run | None, step: int, scores: dict[str, torch.Tensor],
+              eval_set: EvalSet) -> float:
+    """Log one evaluation; returns the macro exact match (unweighted mean over tasks)."""
+    per_task = {task: s.sum().item() / len(s) for task, s in scores.items()}
+    macro = sum(per_task.values()) / len(per_task)
+    if run is not None:
+        ids = eval_set.ids
+        for task, s in scores.items():
+            run.log_items(step, task, ids[task], s.tolist())
+        run.log(step, exact_match=macro, **{f"exact_match/{t}": v for t, v in per_task.items()})
+    return macro
