@@ -6,6 +6,7 @@ import dataclasses
 import math
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -20,36 +21,37 @@ def print_report(analysis: Analysis, console: Console) -> None:
     done = sum(len(arm.trials) for arm in analysis.arms)
     total = done + len(analysis.excluded)
     console.print(f"[bold]Experiment {escape(analysis.experiment)}[/] - {analysis.status} "
-                  f"({done}/{total} trials finished)")
+                  f"({done}/{total} trials finished)", soft_wrap=True)
     if analysis.hypothesis is None:
         console.print(escape(analysis.note))
         return
     h = analysis.hypothesis
     source = ("per-item eval scores at each trial's last eval, macro-averaged over tasks"
               if h.source == "items" else "last logged value")
-    console.print(f"Hypothesis: {escape(h.claim)}")
-    console.print(f"  primary metric: {escape(h.metric)} ({source}); predicted: {h.direction} "
-                  f"vs {escape(analysis.control or '?')}; alpha={h.alpha:g}\n")
+    console.print(f"Hypothesis: {escape(h.claim)}", soft_wrap=True)
+    console.print(f"  primary metric: {escape(h.metric)} ({source})", soft_wrap=True)
+    console.print(f"  predicted: {h.direction} vs {escape(analysis.control or '?')}, "
+                  f"alpha={h.alpha:g}\n", soft_wrap=True)
     console.print(_arms_table(analysis))
     for comparison in analysis.comparisons:
         if comparison.seeds is not None:
             console.print(_comparison_table(comparison, analysis))
     for key, why in analysis.excluded:
-        console.print(f"[dim]not counted: {escape(key)} - {escape(why)}[/]")
+        console.print(f"[dim]not counted: {escape(key)} - {escape(why)}[/]", soft_wrap=True)
     for comparison in analysis.comparisons:
         style = VERDICT_STYLE[comparison.verdict]
         console.print(f"Verdict for {escape(comparison.variant)} vs {escape(comparison.control)}:"
-                      f" [{style}]{comparison.verdict.upper()}[/] - {escape(comparison.reason)}")
+                      f" [{style}]{comparison.verdict.upper()}[/] - {escape(comparison.reason)}",
+                      soft_wrap=True)
 
 
 def _arms_table(analysis: Analysis) -> Table:
     table = Table(title=f"{analysis.hypothesis.metric} by arm: mean and 95% CI across seeds",
-                  title_justify="left")
+                  title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("task")
     for arm in analysis.arms:
-        label = f"{arm.arm} (n={len(arm.values)})"
-        table.add_column(escape(label + (" control" if arm.arm == analysis.control else "")),
-                         justify="right")
+        marker = " [control]" if arm.arm == analysis.control and arm.arm != "control" else ""
+        table.add_column(escape(f"{arm.arm}{marker} (n={len(arm.values)})"), justify="right")
     table.add_row(f"[bold]{MACRO if analysis.tasks else 'overall'}[/]",
                   *[_interval(arm.overall) for arm in analysis.arms])
     for task in analysis.tasks:
@@ -58,18 +60,23 @@ def _arms_table(analysis: Analysis) -> Table:
 
 
 def _comparison_table(c: Comparison, analysis: Analysis) -> Table:
-    table = Table(title=f"{c.variant} - {c.control}: difference, 95% CI, p", title_justify="left")
+    table = Table(title=f"{c.variant} - {c.control}: difference with 95% CI and p",
+                  title_justify="left", box=box.SIMPLE_HEAD, caption_justify="left",
+                  caption="Seed CIs include training noise; paired item CIs hold the trained "
+                          "models fixed (eval noise only). Per-task p-values are uncorrected.")
     table.add_column("task")
-    table.add_column("seeds (Welch)", justify="right")
+    table.add_column("diff", justify="right")
+    table.add_column("seeds: Welch CI", justify="right")
     table.add_column("p", justify="right")
     if analysis.tasks:
-        table.add_column("items (paired)", justify="right")
+        table.add_column("items: paired CI", justify="right")
         table.add_column("p", justify="right")
-    table.add_row(f"[bold]{MACRO if analysis.tasks else 'overall'}[/]", *_diff_cells(c.seeds),
-                  *(_diff_cells(c.items) if analysis.tasks else []))
-    for task in analysis.tasks:
-        seeds, items = c.per_task.get(task, (None, None))
-        table.add_row(escape(task), *_diff_cells(seeds), *_diff_cells(items))
+    rows = [(f"[bold]{MACRO if analysis.tasks else 'overall'}[/]", c.seeds, c.items)]
+    rows += [(escape(task), *c.per_task.get(task, (None, None))) for task in analysis.tasks]
+    for label, seeds, items in rows:
+        estimate = seeds.estimate if seeds else (items.estimate if items else None)
+        cells = [label, "-" if estimate is None else f"{estimate:+.3f}", *_ci_cells(seeds)]
+        table.add_row(*cells, *(_ci_cells(items) if analysis.tasks else []))
     return table
 
 
@@ -81,10 +88,10 @@ def _interval(i: Interval | None) -> str:
     return f"{i.point:.3f} [{i.low:.3f}, {i.high:.3f}]"
 
 
-def _diff_cells(d: Difference | None) -> list[str]:
+def _ci_cells(d: Difference | None) -> list[str]:
     if d is None:
         return ["-", "-"]
-    return [f"{d.estimate:+.3f} [{d.low:.3f}, {d.high:.3f}]", f"{d.p_value:.2g}"]
+    return [f"[{d.low:+.3f}, {d.high:+.3f}]", f"{d.p_value:.2g}"]
 
 
 def analysis_dict(analysis: Analysis) -> dict[str, Any]:
