@@ -126,6 +126,16 @@ def test_database_path_under_a_file_is_a_clear_error(tmp_path, monkeypatch):
         store.open_store()
 
 
+@pytest.mark.parametrize(("url", "message"), [
+    ("mysql://localhost/x", "supports sqlite and postgresql"),
+    ("foo://localhost/x", "supports sqlite and postgresql"),
+])
+def test_unsupported_database_is_a_clear_error(monkeypatch, url, message):
+    monkeypatch.setenv("LABCOAT_DB", url)
+    with pytest.raises(LabcoatError, match=message):
+        store.open_store()
+
+
 def test_bad_database_url_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("LABCOAT_DB", "not a url")
     with pytest.raises(LabcoatError, match="not a database URL"):

@@ -14,6 +14,7 @@ from labcoat import environment
 from labcoat.errors import LabcoatError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+SUPPORTED = ("sqlite", "postgresql")
 
 
 class Store:
@@ -40,9 +41,21 @@ def open_store(url: str | None = None) -> Store:
             f"LABCOAT_DB={url!r} is not a database URL; use e.g. sqlite:////path/labcoat.db "
             "or postgresql+psycopg://user@host/db"
         ) from None
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+    backend = parsed.get_backend_name()
+    if backend not in SUPPORTED:
+        raise LabcoatError(
+            f"LABCOAT_DB uses {backend!r}; labcoat supports {' and '.join(SUPPORTED)} "
+            "(e.g. sqlite:////path/labcoat.db or postgresql+psycopg://user@host/db)"
+        )
+    if backend == "sqlite" and parsed.database not in (None, "", ":memory:"):
         _prepare_sqlite_path(Path(parsed.database))
-    engine = create_engine(parsed)
+    try:
+        engine = create_engine(parsed)
+    except ImportError as e:
+        raise LabcoatError(
+            f"the database driver for {_shown(parsed)} is not installed ({e}); "
+            "for PostgreSQL: pip install 'labcoat[postgres]'"
+        ) from None
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
