@@ -6,3 +6,10 @@ from __future__ import annotations
 def check_ci(ci: float) -> None:
     if not 0 < ci < 1:
         raise ValueError(f"ci={ci!r} must be a probability in (0, 1), e.g. 0.95")
+
+
+class StatsWarning(UserWarning):
+    """An analysis that may mislead: too few runs for its interval, a Bernoulli
+    formula on non-binary scores, different item sets compared, steps of one run
+    treated as independent samples. Emitted with `warnings.warn`; reports collect
+    and show them next to the numbers they qualify."""
