@@ -163,6 +163,36 @@ def report(experiment: ExpArg, as_json: JsonFlag = False) -> None:
 
 
 @app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="results of model A (per item)")],
+    b: Annotated[Path, typer.Argument(help="results of model B on the same items")],
+    metric: Annotated[str | None, typer.Option(help="score field (default: score, or the "
+                                                    "file's only metric)")] = None,
+    filter_: Annotated[str | None, typer.Option("--filter", help="lm-eval-harness filter, "
+                                                "when a file has several")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """B minus A on the items both scored: paired difference with 95% CI, per task.
+
+    Files: CSV/JSON/JSONL with item and score fields (task and cluster optional), or
+    lm-eval-harness --log_samples JSONL.
+    """
+    from labcoat import evals
+    from labcoat import report as reports
+
+    scores_a = evals.load_item_scores(a, metric=metric, filter=filter_)
+    scores_b = evals.load_item_scores(b, metric=metric, filter=filter_)
+    try:
+        result = evals.compare_item_scores(scores_a, scores_b)
+    except ValueError as e:
+        raise LabcoatError(str(e)) from None
+    if as_json:
+        _print_json(reports.file_comparison_dict(result))
+    else:
+        reports.print_file_comparison(result, console)
+
+
+@app.command()
 def demo(
     steps: Annotated[int | None, typer.Option(help="override training steps (e.g. for a quick "
                                                    "smoke run)", min=1)] = None,

@@ -1,0 +1,222 @@
+"""Per-item eval results from files: labcoat's JSON/CSV/JSONL and lm-eval-harness samples.
+
+Formats, detected from the file:
+- CSV with a header: an item column (`item`, `id`, `item_id` or `doc_id`), a score
+  column (`score`, or the name given as `metric`), optional `task` and `cluster`.
+- JSON: a list of such objects, or {"items": [...]}.
+- JSON lines (optionally .gz): one such object per line, or lm-eval-harness
+  ``--log_samples`` records (``samples_<task>_<timestamp>.jsonl``: `doc_id`,
+  `filter`, `metrics`, and one key per metric).
+Every problem names the file and line and says the fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from labcoat.errors import LabcoatError
+
+ITEM_KEYS = ("item", "id", "item_id", "doc_id")
+# lm-eval-harness sample fields that are not metrics.
+LM_EVAL_BOOKKEEPING = {"doc_id", "doc", "target", "arguments", "resps", "filtered_resps",
+                       "filter", "metrics", "doc_hash", "prompt_hash", "target_hash", "task"}
+LM_EVAL_NAME = re.compile(r"^samples_(?P<task>.+?)_\d{4}-\d{2}-\d{2}T[\d\-.:]+$")
+
+
+@dataclass(frozen=True)
+class ItemScores:
+    """Scores of one model, one per (task, item).
+
+    tasks, items: (n,) identifiers; scores: (n,) floats; clusters: (n,) or None.
+    """
+
+    path: str
+    format: str
+    metric: str
+    tasks: list[str]
+    items: list[str]
+    scores: np.ndarray
+    clusters: list[str] | None = None
+
+    def keys(self) -> list[tuple[str, str]]:
+        return list(zip(self.tasks, self.items, strict=True))
+
+
+def load_item_scores(path: str | Path, *, metric: str | None = None,
+                     filter: str | None = None) -> ItemScores:  # noqa: A002 - lm-eval's word
+    """Read per-item scores from `path` (format detected; see the module docstring)."""
+    path = Path(path)
+    name = path.name.removesuffix(".gz")
+    text = _read_text(path)
+    if name.endswith(".csv"):
+        rows = _csv_rows(text, path)
+        return _generic(path, "csv", rows, metric)
+    if name.endswith(".jsonl"):
+        rows = _jsonl_rows(text, path)
+        if rows and "doc_id" in rows[0][1] and _looks_like_lm_eval(rows[0][1]):
+            return _lm_eval(path, rows, metric, filter)
+        return _generic(path, "jsonl", rows, metric)
+    if name.endswith(".json"):
+        return _generic(path, "json", _json_rows(text, path), metric)
+    raise LabcoatError(f"{path}: unknown result format; use .csv, .json or .jsonl "
+                       "(lm-eval-harness --log_samples files are samples_<task>_<time>.jsonl)")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise LabcoatError(f"{path}: no such file") from None
+    except OSError as e:
+        raise LabcoatError(f"{path}: cannot read ({e.strerror})") from None
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except OSError as e:
+            raise LabcoatError(f"{path}: not a valid gzip file ({e})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise LabcoatError(f"{path}: not UTF-8 text ({e})") from None
+
+
+Rows = list[tuple[str, dict[str, Any]]]  # (where: "file:line" or "file[entry]", record)
+
+
+def _csv_rows(text: str, path: Path) -> Rows:
+    reader = csv.DictReader(io.StringIO(text))
+    if not reader.fieldnames:
+        raise LabcoatError(f"{path}: empty CSV; expected a header such as item,score")
+    return [(f"{path}:{i + 2}", row) for i, row in enumerate(reader)]
+
+
+def _jsonl_rows(text: str, path: Path) -> Rows:
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise LabcoatError(f"{path}:{number}: not valid JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise LabcoatError(f"{path}:{number}: expected a JSON object per line")
+        rows.append((f"{path}:{number}", record))
+    return rows
+
+
+def _json_rows(text: str, path: Path) -> Rows:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise LabcoatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        data = data["items"]
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise LabcoatError(f"{path}: expected a list of objects like "
+                           '{"item": "q1", "score": 1} (or {"items": [...]})')
+    return [(f"{path}[entry {i}]", record) for i, record in enumerate(data)]
+
+
+def _looks_like_lm_eval(record: dict[str, Any]) -> bool:
+    return bool({"filtered_resps", "resps", "doc", "metrics", "arguments"} & set(record))
+
+
+def _generic(path: Path, fmt: str, rows: Rows, metric: str | None) -> ItemScores:
+    if not rows:
+        raise LabcoatError(f"{path}: no items")
+    first = rows[0][1]
+    item_key = next((k for k in ITEM_KEYS if k in first), None)
+    score_key = metric or "score"
+    if item_key is None or score_key not in first:
+        raise LabcoatError(
+            f"{path}: needs an item column ({' or '.join(ITEM_KEYS)}) and a score column "
+            f"({score_key!r}); found {', '.join(map(str, first))}"
+            + ("" if metric else "; name another score column with --metric")
+        )
+    tasks, items, scores, clusters = [], [], [], []
+    for where, row in rows:
+        tasks.append(str(row.get("task") or "-"))
+        items.append(_text(row.get(item_key), where, item_key))
+        scores.append(_score(row.get(score_key), where, score_key))
+        clusters.append(row.get("cluster"))
+    has_clusters = all(c not in (None, "") for c in clusters)
+    return _finish(path, fmt, score_key, tasks, items, scores,
+                   [str(c) for c in clusters] if has_clusters else None, rows)
+
+
+def _lm_eval(path: Path, rows: Rows, metric: str | None, filter_: str | None) -> ItemScores:
+    stem = path.name.removesuffix(".gz").removesuffix(".jsonl")
+    match = LM_EVAL_NAME.match(stem)
+    task = match["task"] if match else stem
+    filters = sorted({str(r.get("filter", "none")) for _, r in rows})
+    if filter_ is None and len(filters) > 1:
+        raise LabcoatError(f"{path}: lm-eval-harness samples with several filters "
+                           f"({', '.join(filters)}); choose one with --filter")
+    chosen = filter_ or filters[0]
+    if chosen not in filters:
+        raise LabcoatError(f"{path}: no samples with filter {chosen!r}; "
+                           f"this file has {', '.join(filters)}")
+    rows = [(where, r) for where, r in rows if str(r.get("filter", "none")) == chosen]
+    metric = metric or _lm_eval_metric(path, rows[0][1])
+    items, scores = [], []
+    for where, row in rows:
+        if metric not in row:
+            raise LabcoatError(f"{where}: sample has no {metric!r} value")
+        items.append(_text(row.get("doc_id"), where, "doc_id"))
+        scores.append(_score(row[metric], where, metric))
+    return _finish(path, "lm-eval-harness", metric, [task] * len(items), items, scores, None,
+                   rows)
+
+
+def _lm_eval_metric(path: Path, record: dict[str, Any]) -> str:
+    declared = record.get("metrics")
+    candidates = (list(declared) if isinstance(declared, list) else
+                  [k for k, v in record.items() if k not in LM_EVAL_BOOKKEEPING
+                   and isinstance(v, int | float | bool)])
+    if len(candidates) == 1:
+        return str(candidates[0])
+    if not candidates:
+        raise LabcoatError(f"{path}: found no per-sample metric; name it with --metric")
+    raise LabcoatError(f"{path}: several metrics per sample ({', '.join(map(str, candidates))}); "
+                       "choose one with --metric")
+
+
+def _finish(path: Path, fmt: str, metric: str, tasks: list[str], items: list[str],
+            scores: list[float], clusters: list[str] | None, rows: Rows) -> ItemScores:
+    seen: dict[tuple[str, str], str] = {}
+    for (where, _), key in zip(rows, zip(tasks, items, strict=True), strict=True):
+        if key in seen:
+            raise LabcoatError(f"{where}: item {key[1]!r} of task {key[0]!r} appears twice "
+                               f"(first at {seen[key]}); keep one score per item")
+        seen[key] = where
+    return ItemScores(str(path), fmt, metric, tasks, items, np.asarray(scores, dtype=float),
+                      clusters)
+
+
+def _text(value: Any, where: str, key: str) -> str:
+    if value is None or value == "":
+        raise LabcoatError(f"{where}: missing {key!r}")
+    return str(value)
+
+
+def _score(value: Any, where: str, key: str) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise LabcoatError(f"{where}: {key} {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise LabcoatError(f"{where}: {key} is {value!r}; scores must be finite")
+    return number
