@@ -13,6 +13,8 @@ LABCOAT_ATTEMPT     (runner) attempt number, 1-based
 LABCOAT_ARM         (runner) arm name
 LABCOAT_SEED        (runner) the trial's seed
 LABCOAT_PARAMS      (runner) the trial's resolved parameters as a JSON object
+LABCOAT_CHECKPOINT_DIR (runner) the trial's checkpoint directory, shared by its attempts
+LABCOAT_MTBF_SECONDS (runner) observed mean time between failures, for the checkpoint interval
 
 Stdlib only: the trial SDK imports this.
 """
@@ -31,6 +33,8 @@ ATTEMPT = "LABCOAT_ATTEMPT"
 ARM = "LABCOAT_ARM"
 SEED = "LABCOAT_SEED"
 PARAMS = "LABCOAT_PARAMS"
+CHECKPOINT_DIR = "LABCOAT_CHECKPOINT_DIR"
+MTBF = "LABCOAT_MTBF_SECONDS"
 
 
 def home() -> Path:

@@ -109,7 +109,7 @@ seeds: 1
 
 
 def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
-    design = fake_design(tmp_path, steps=10, sleep=0.15, seeds=2, parallelism=2)
+    design = fake_design(tmp_path, steps=20, sleep=0.2, seeds=2, parallelism=2)
     runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _wait_for(lambda: _done_count() >= 2 and _running_with_points())
@@ -124,7 +124,7 @@ def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
     for key in finished_before:
         assert after[key]["attempts"] == 1  # not re-run
     counts = Counter((p["trial"], p["name"], p["step"]) for p in _export("fake"))
-    assert max(counts.values()) == 1 and len(counts) == 4 * 10
+    assert max(counts.values()) == 1 and len(counts) == 4 * 20
 
 
 def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):

@@ -9,7 +9,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-STATUS_STYLE = {"pending": "dim", "running": "cyan", "done": "green", "failed": "red"}
+STATUS_STYLE = {
+    "pending": "dim",
+    "running": "cyan",
+    "restarting": "yellow",
+    "done": "green",
+    "failed": "red",
+}
 
 
 @dataclass

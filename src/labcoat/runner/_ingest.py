@@ -27,6 +27,8 @@ class Progress:
     latest: dict[str, float] = field(default_factory=dict)
     finish_status: str | None = None
     problems: int = 0
+    records: int = 0  # lines read this pass (any line is a heartbeat)
+    heartbeat_timeout: float | None = None  # declared by the trial in its start record
 
 
 def journal_path(attempt: Attempt) -> Path:
@@ -46,6 +48,7 @@ def ingest_attempt(session: Session, attempt: Attempt) -> Progress:
     for line, reason in chunk.bad_lines:
         rows.problem(line, reason)
     progress.problems = len(rows.problems)
+    progress.records = len(chunk.records) + len(chunk.bad_lines)
     rows.write(session)
     attempt.journal_offset = chunk.offset
     attempt.journal_line = chunk.line
@@ -106,6 +109,10 @@ class _Rows:
                 self.attempt.trial.total_steps = int(record["total_steps"])
             if record.get("host"):
                 self.attempt.host = str(record["host"])
+            if record.get("heartbeat_timeout"):
+                progress.heartbeat_timeout = float(record["heartbeat_timeout"])
+        elif kind == "heartbeat":
+            pass  # reading the line was the point
         elif kind == "finish":
             progress.finish_status = str(record.get("status", "done"))
         else:

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from labcoat.errors import Interrupted, LabcoatError
 from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
+from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
+from labcoat.spec import Restart
 from labcoat.store import Attempt, Experiment, Trial
 
 POLL_SECONDS = 0.3
@@ -47,6 +50,13 @@ class _Running:
     attempt: Attempt
     process: LocalProcess
     row: TrialRow
+    hang: Hang
+
+
+@dataclass
+class _Queued:
+    trial: Trial
+    not_before: float = 0.0  # restarts wait out their backoff
 
 
 def run_design(
@@ -75,25 +85,31 @@ def run_design(
             store.add_missing_trials(session, experiment, trials)
             _recover_stale(session, experiment)
             session.commit()
-            return _Loop(session, experiment, workers, console, plain).run()
+            return _Loop(session, experiment, design.restart, workers, console, plain).run()
     finally:
         db.close()
 
 
 class _Loop:
+    """Starts trials, ingests their journals, restarts crashed or hung ones."""
+
     def __init__(
         self,
         session: Session,
         experiment: Experiment,
+        restart: Restart,
         workers: int,
         console: Console,
         plain: bool | None,
     ) -> None:
         self.session = session
         self.experiment = experiment
+        self.restart = restart
         self.workers = workers
         self.summary = RunSummary(experiment.name)
         self.running: list[_Running] = []
+        self.queue: list[_Queued] = []
+        self.restarts: Counter[str] = Counter()  # restarts used in this invocation
         self.rows = {t.key: _row(t) for t in experiment.trials}
         self.display = Display(
             f"labcoat run {experiment.name}", list(self.rows.values()), console=console, plain=plain
@@ -101,22 +117,18 @@ class _Loop:
         self.threads = max(1, (os.cpu_count() or 1) // workers)
 
     def run(self) -> RunSummary:
-        queue = [t for t in self.experiment.trials if t.status != "done"]
+        self.queue = [_Queued(t) for t in self.experiment.trials if t.status != "done"]
         self.summary.skipped = [t.key for t in self.experiment.trials if t.status == "done"]
         with self.display, _stop_on_sigterm():
             if self.summary.skipped:
-                self.display.say(
-                    "-", f"{len(self.summary.skipped)} trial(s) already done, skipping them"
-                )
+                self.display.note(f"{len(self.summary.skipped)} trial(s) already done: skipped")
             try:
-                while queue or self.running:
-                    while queue and len(self.running) < self.workers:
-                        self._start(queue.pop(0))
+                while self.queue or self.running:
+                    self._start_ready()
                     self._poll()
                     self.session.commit()
                     self.display.refresh()
-                    if self.running:
-                        time.sleep(POLL_SECONDS)
+                    time.sleep(POLL_SECONDS)
             except KeyboardInterrupt:
                 self._stop_all()
                 raise Interrupted(
@@ -126,31 +138,36 @@ class _Loop:
                 ) from None
         return self.summary
 
+    def _start_ready(self) -> None:
+        now = time.time()
+        for queued in list(self.queue):
+            if len(self.running) >= self.workers:
+                return
+            if queued.not_before <= now:
+                self.queue.remove(queued)
+                self._start(queued.trial)
+
     def _start(self, trial: Trial) -> None:
         number = max((a.number for a in trial.attempts), default=0) + 1
-        run_dir = env.home() / "runs" / self.experiment.name / trial.key / f"attempt-{number}"
+        run_dir = _trial_dir(self.experiment, trial) / f"attempt-{number}"
         attempt = store.start_attempt(
             self.session, trial, run_dir=str(run_dir), host=socket.gethostname()
         )
         row = self.rows[trial.key]
-        row.status, row.started, row.ended, row.step, row.note = "running", time.time(), None, 0, ""
+        row.status, row.started, row.ended, row.note = "running", time.time(), None, ""
         try:
             process = LocalProcess(
                 trial.command or [], env=self._env(trial, attempt), run_dir=run_dir
             )
         except OSError as e:
-            self._finish(
-                trial,
-                attempt,
-                row,
-                None,
-                f"could not start {trial.command[0]!r}: "
-                f"{e.strerror}; check the design's `command:`",
-            )
+            program = (trial.command or ["?"])[0]
+            cause = f"could not start {program!r}: {e.strerror}; check the design's `command:`"
+            self._fail(trial, attempt, row, None, cause, retry=False)
             return
         attempt.pid = process.pid
         self.session.commit()
-        self.running.append(_Running(trial, attempt, process, row))
+        hang = Hang(self.restart.heartbeat_timeout, last_activity=time.time())
+        self.running.append(_Running(trial, attempt, process, row, hang))
         self.display.say(trial.key, f"started (attempt {number}, pid {process.pid})")
 
     def _env(self, trial: Trial, attempt: Attempt) -> dict[str, str]:
@@ -165,6 +182,8 @@ class _Loop:
                 env.ARM: trial.arm,
                 env.SEED: "" if trial.seed is None else str(trial.seed),
                 env.PARAMS: json.dumps(trial.params),
+                env.CHECKPOINT_DIR: str(_trial_dir(self.experiment, trial) / "checkpoints"),
+                env.MTBF: f"{mtbf_seconds(self.experiment):.1f}",
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -174,24 +193,76 @@ class _Loop:
         return child
 
     def _poll(self) -> None:
+        now = time.time()
         for job in list(self.running):
             code = job.process.poll()
             progress = ingest_attempt(self.session, job.attempt)
             _show_progress(job.row, job.trial, progress)
-            if code is not None:
-                self.running.remove(job)
-                cause = "exit 0" if code == 0 else _failure(code, job.process.run_dir)
-                self._finish(job.trial, job.attempt, job.row, code, cause)
+            if progress.records:
+                job.hang.touch(now)
+            if progress.heartbeat_timeout:
+                job.hang.timeout = progress.heartbeat_timeout
+            hung = code is None and job.hang.hung(now)
+            if hung:
+                code = job.process.stop(grace=2.0)
+            if code is None:
+                continue
+            self.running.remove(job)
+            ingest_attempt(self.session, job.attempt)  # lines written while it exited
+            if hung:
+                cause = f"hang: no journal line for {job.hang.timeout:g} s"
+                self._fail(job.trial, job.attempt, job.row, code, cause)
+            elif code == 0:
+                self._done(job)
+            else:
+                self._fail(
+                    job.trial, job.attempt, job.row, code, _failure(code, job.process.run_dir)
+                )
 
-    def _finish(
-        self, trial: Trial, attempt: Attempt, row: TrialRow, code: int | None, cause: str
-    ) -> None:
-        status = "done" if code == 0 else "failed"
-        store.end_attempt(self.session, attempt, exit_code=code, cause=cause, trial_status=status)
+    def _done(self, job: _Running) -> None:
+        store.end_attempt(
+            self.session, job.attempt, exit_code=0, cause="exit 0", trial_status="done"
+        )
         self.session.commit()
-        row.status, row.ended = status, time.time()
-        (self.summary.done if status == "done" else self.summary.failed).append(trial.key)
-        self.display.say(trial.key, "done" if status == "done" else f"failed: {cause}")
+        job.row.status, job.row.ended = "done", time.time()
+        self.summary.done.append(job.trial.key)
+        self.display.say(job.trial.key, "done")
+
+    def _fail(
+        self,
+        trial: Trial,
+        attempt: Attempt,
+        row: TrialRow,
+        code: int | None,
+        cause: str,
+        retry: bool = True,
+    ) -> None:
+        """Restart (the trial resumes from its last verified checkpoint) while the retry
+        budget lasts; then the trial counts as failed."""
+        used = self.restarts[trial.key]
+        retry = retry and used < self.restart.retries
+        store.end_attempt(
+            self.session,
+            attempt,
+            exit_code=code,
+            cause=cause,
+            trial_status="pending" if retry else "failed",
+        )
+        self.session.commit()
+        row.ended = time.time()
+        if retry:
+            self.restarts[trial.key] += 1
+            delay = backoff_seconds(self.restart, used + 1)
+            self.queue.append(_Queued(trial, not_before=time.time() + delay))
+            row.status = "restarting"
+            self.display.say(
+                trial.key, f"{cause}; restart {used + 1}/{self.restart.retries} in {delay:g} s"
+            )
+            return
+        row.status = "failed"
+        self.summary.failed.append(trial.key)
+        tried = f" after {used} restart(s)" if used else ""
+        self.display.say(trial.key, f"failed{tried}: {cause}")
 
     def _stop_all(self) -> None:
         for job in self.running:
@@ -207,6 +278,10 @@ class _Loop:
             job.row.status = "pending"
         self.running.clear()
         self.session.commit()
+
+
+def _trial_dir(experiment: Experiment, trial: Trial) -> Path:
+    return env.home() / "runs" / experiment.name / trial.key
 
 
 def _row(trial: Trial) -> TrialRow:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,24 +28,33 @@ JOURNAL_NAME = "journal.jsonl"  # inside an attempt's run directory
 
 
 class JournalWriter:
-    """Appends records to a journal file; each record is flushed when written."""
+    """Appends records to a journal file; each record is flushed when written.
+
+    Thread-safe: a background thread (e.g. an asynchronous checkpoint save) may
+    write events while the training thread logs metrics.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Line buffering is not enough for long lines; we flush explicitly.
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), allow_nan=True)
-        self._file.write(line + "\n")
-        self._file.flush()
+        with self._lock:
+            if self._file.closed:
+                raise RuntimeError(f"journal {self.path} is closed (the run has finished)")
+            self._file.write(line + "\n")
+            self._file.flush()
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+        with self._lock:
+            if not self._file.closed:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
 
 
 @dataclass

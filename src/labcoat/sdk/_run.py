@@ -45,6 +45,7 @@ class Run:
         params: dict[str, Any],
         adhoc: bool,
         total_steps: int | None = None,
+        heartbeat_timeout: float | None = None,
     ) -> None:
         self.journal = journal
         self.experiment = experiment
@@ -65,6 +66,7 @@ class Run:
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
                 "total_steps": total_steps,
+                "heartbeat_timeout": heartbeat_timeout,
                 "arm": arm,
                 "seed": seed,
                 "params": params,
@@ -146,6 +148,11 @@ class Run:
             }
         )
 
+    def heartbeat(self) -> None:
+        """Say "still alive" during long phases that log nothing (e.g. a slow eval), so the
+        runner's hang detection (heartbeat_timeout) does not restart a healthy trial."""
+        self._write({"kind": "heartbeat", "step": self.step})
+
     def finish(self, status: str = "done") -> None:
         """Close the journal; ad-hoc runs are then ingested into the store."""
         if self.finished:
@@ -186,12 +193,15 @@ def init(
     seed: int | None = None,
     params: dict[str, Any] | None = None,
     total_steps: int | None = None,
+    heartbeat_timeout: float | None = None,
 ) -> Run:
     """Start recording this process as a trial.
 
     Under ``labcoat run`` the identity comes from the runner and the arguments
-    (other than `total_steps`, used for the ETA) are ignored. Elsewhere they name
-    an ad-hoc experiment (default: ``adhoc-<script name>``) and trial.
+    (other than `total_steps`, used for the ETA, and `heartbeat_timeout`, the
+    seconds without any logged line after which the runner restarts this trial
+    as hung) are ignored. Elsewhere they name an ad-hoc experiment (default:
+    ``adhoc-<script name>``) and trial.
     """
     journal = os.environ.get(env.JOURNAL)
     if journal:
@@ -205,6 +215,7 @@ def init(
             params=json.loads(os.environ.get(env.PARAMS) or "{}"),
             adhoc=False,
             total_steps=total_steps,
+            heartbeat_timeout=heartbeat_timeout,
         )
     return _adhoc_run(experiment, arm, seed, params or {}, total_steps)
 

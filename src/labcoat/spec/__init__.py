@@ -2,12 +2,13 @@
 
 from labcoat.spec._expand import TrialSpec, design_hash, expand, render_command
 from labcoat.spec._load import load_design, parse_design
-from labcoat.spec._schema import Arm, Design, Hypothesis
+from labcoat.spec._schema import Arm, Design, Hypothesis, Restart
 
 __all__ = [
     "Arm",
     "Design",
     "Hypothesis",
+    "Restart",
     "TrialSpec",
     "design_hash",
     "expand",

@@ -66,6 +66,23 @@ class Arm(_Strict):
     params: dict[str, Scalar] = Field(default_factory=dict)
 
 
+class Restart(_Strict):
+    """What the runner does when a trial crashes or hangs."""
+
+    retries: int = Field(
+        2, ge=0, description="restarts after a crash or hang before the trial counts as failed"
+    )
+    backoff: float = Field(
+        1.0, ge=0, description="seconds before the first restart; doubles each time, at most 60"
+    )
+    heartbeat_timeout: float | None = Field(
+        None,
+        gt=0,
+        description="seconds without a journal line before a trial counts as hung "
+        "(a trial can declare its own: labcoat.init(heartbeat_timeout=...))",
+    )
+
+
 class Design(_Strict):
     """One experiment: a hypothesis, a command template, arms and seeds."""
 
@@ -85,6 +102,7 @@ class Design(_Strict):
         min_length=1, description="a count (3 means seeds 0, 1, 2) or a list of integer seeds"
     )
     parallelism: int | None = Field(None, ge=1, description="trials at a time (default: CPUs)")
+    restart: Restart = Field(default_factory=Restart, description="retries, backoff, heartbeat")
 
     @field_validator("seeds", mode="before")
     @classmethod

@@ -31,6 +31,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """SQLite returns naive datetimes (stored as UTC); make every value comparable."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
 
@@ -98,6 +103,12 @@ class Attempt(Base):
     last_step: Mapped[int | None] = mapped_column(Integer)
 
     trial: Mapped[Trial] = relationship(back_populates="attempts")
+
+    def seconds(self) -> float | None:
+        """Wall-clock duration of a finished attempt."""
+        if self.ended_at is None:
+            return None
+        return (as_utc(self.ended_at) - as_utc(self.started_at)).total_seconds()
 
 
 class MetricPoint(Base):
