@@ -9,7 +9,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from labcoat.stats import paired_difference
+from labcoat.stats._items import paired_difference
 
 
 def _scores(seed: int, n: int = 60) -> tuple[np.ndarray, np.ndarray]:
@@ -140,3 +140,77 @@ def test_paired_difference_is_deterministic() -> None:
     a, b = _scores(6)
     groups = np.repeat(np.arange(6), 10)
     assert paired_difference(a, b, groups) == paired_difference(a.copy(), b.copy(), groups)
+
+
+# --- covariance form, finite-cluster correction, resampled inputs ----------------
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_se_equals_millers_covariance_form(seed: int) -> None:
+    """SE^2 = (Var(a) + Var(b) - 2 Cov(a, b)) / n (Miller 2024, sec. 4.2), with numpy's cov."""
+    a, b = _scores(seed)
+    cov = np.cov(a, b)  # ddof=1
+    n = a.size
+    result = paired_difference(a, b)
+    assert result.se == pytest.approx(math.sqrt((cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]) / n))
+    # ... which is the unpaired SE minus what the shared item difficulty explains.
+    assert result.se < math.sqrt((cov[0, 0] + cov[1, 1]) / n) / 2
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_clustered_finite_correction_matches_statsmodels_use_correction(seed: int) -> None:
+    """finite_cluster_correction=True multiplies the variance by G/(G-1), which equals
+    statsmodels' cluster OLS with use_correction=True for a constant-only model."""
+    a, b = _scores(seed)
+    groups = np.repeat(np.arange(12), 5)
+    ols = sm.OLS(b - a, np.ones((a.size, 1))).fit(
+        cov_type="cluster", cov_kwds={"groups": groups, "use_correction": True}
+    )
+    plain = paired_difference(a, b, clusters=groups)
+    result = paired_difference(a, b, clusters=groups, finite_cluster_correction=True)
+    assert result.se == pytest.approx(ols.bse[0])
+    assert result.se == pytest.approx(plain.se * math.sqrt(12 / 11))
+    assert result.method == "paired-clustered"
+
+
+def test_finite_correction_without_clusters_is_rejected() -> None:
+    """The G/(G-1) factor has no meaning without clusters: ValueError, not a silent no-op."""
+    with pytest.raises(ValueError, match="clusters"):
+        paired_difference([0, 1, 1], [1, 1, 0], finite_cluster_correction=True)
+
+
+def test_different_lengths_point_to_unpaired_difference() -> None:
+    """Scores on different item sets: the error names unpaired_difference as the fix."""
+    with pytest.raises(ValueError, match="unpaired_difference"):
+        paired_difference([0, 1, 1, 0], [1, 0, 1])
+
+
+def test_resampled_inputs_are_averaged_per_item() -> None:
+    """(n, K_a) and (n, K_b) with K_a != K_b: the difference of per-item means, by hand."""
+    a = np.array([[0, 1], [1, 1], [0, 0], [1, 0]], dtype=float)
+    b = np.array([[1, 1, 1], [1, 0, 1], [0, 1, 0], [1, 1, 0]], dtype=float)
+    d = np.array([1 - 0.5, 2 / 3 - 1, 1 / 3 - 0, 2 / 3 - 0.5])
+    result = paired_difference(a, b)
+    assert result.estimate == pytest.approx(d.mean())
+    assert result.se == pytest.approx(d.std(ddof=1) / 2)
+    assert result.n == 4
+    assert result.correlation == pytest.approx(
+        np.corrcoef([0.5, 1, 0, 0.5], [1, 2 / 3, 1 / 3, 2 / 3])[0, 1])
+
+
+def test_resampled_paired_se_matches_simulation() -> None:
+    """2000 simulated paired evals (fixed seed), 100 items, K = 3 noisy answers per model:
+    the mean reported SE equals the empirical sd of the estimate within a few %, and the
+    true sqrt((omega^2 + sigma_A^2/K + sigma_B^2/K) / n)."""
+    rng = np.random.default_rng(11)
+    sims, n, k = 2000, 100, 3
+    omega2, sigma2 = 0.04, 0.25
+    x_a = rng.normal(0.0, 1.0, (sims, n))
+    x_b = x_a + 0.05 + rng.normal(0.0, math.sqrt(omega2), (sims, n))
+    a = x_a[:, :, None] + rng.normal(0.0, math.sqrt(sigma2), (sims, n, k))
+    b = x_b[:, :, None] + rng.normal(0.0, math.sqrt(sigma2), (sims, n, k))
+    results = [paired_difference(a[i], b[i]) for i in range(sims)]
+    estimates = np.array([r.estimate for r in results])
+    true_se = math.sqrt((omega2 + 2 * sigma2 / k) / n)
+    assert estimates.std(ddof=1) == pytest.approx(true_se, rel=0.05)
+    assert np.mean([r.se for r in results]) == pytest.approx(estimates.std(ddof=1), rel=0.05)

@@ -1,18 +1,94 @@
-"""Statistics on numbers from anywhere: numpy and scipy only, no torch, no database."""
+"""Statistics on numbers from anywhere: numpy and scipy only, no torch, no database.
+
+- one eval, one model (items): eval_mean, resampled_mean, bernoulli_se
+- two models on the same items: paired_difference; different items: unpaired_difference
+- runs (seeds): mean_interval, welch, paired_t, permutation_test, mann_whitney, hedges_g,
+  compare_curves (one number per run, never steps as samples)
+- planning: items_needed, minimum_detectable_effect, seeds_needed, power_two_sample
+- families: adjust (Holm, Benjamini-Hochberg, Bonferroni), holm, benjamini_hochberg
+- across tasks: random_effects, fixed_effect, generalization, macro_average
+- warnings that qualify a result: StatsWarning
+"""
 
 from labcoat.stats._checks import StatsWarning
-from labcoat.stats._items import paired_difference
-from labcoat.stats._multiple import holm, macro_average
-from labcoat.stats._seeds import mean_interval, welch
+from labcoat.stats._curves import compare_curves, summarize_curves
+from labcoat.stats._generalize import Generalization, generalization
+from labcoat.stats._items import (
+    ResampledMean,
+    bernoulli_se,
+    eval_mean,
+    paired_difference,
+    resampled_mean,
+    unpaired_difference,
+)
+from labcoat.stats._meta import MetaAnalysis, fixed_effect, random_effects
+from labcoat.stats._multiple import (
+    Adjusted,
+    adjust,
+    benjamini_hochberg,
+    bonferroni,
+    holm,
+    macro_average,
+)
+from labcoat.stats._power import (
+    PilotVariances,
+    items_needed,
+    items_needed_from_pilot,
+    minimum_detectable_effect,
+    pilot_variances,
+    power_two_sample,
+    seeds_needed,
+    seeds_needed_from_pilot,
+)
+from labcoat.stats._seeds import mean_interval, paired_t, welch
+from labcoat.stats._tests import (
+    MannWhitneyResult,
+    PermutationResult,
+    check_same_items,
+    hedges_g,
+    mann_whitney,
+    permutation_test,
+)
 from labcoat.stats._types import Difference, Interval
 
 __all__ = [
+    "Adjusted",
     "Difference",
+    "Generalization",
     "Interval",
+    "MannWhitneyResult",
+    "MetaAnalysis",
+    "PermutationResult",
+    "PilotVariances",
+    "ResampledMean",
     "StatsWarning",
+    "adjust",
+    "benjamini_hochberg",
+    "bernoulli_se",
+    "bonferroni",
+    "check_same_items",
+    "compare_curves",
+    "eval_mean",
+    "fixed_effect",
+    "generalization",
+    "hedges_g",
     "holm",
+    "items_needed",
+    "items_needed_from_pilot",
     "macro_average",
+    "mann_whitney",
     "mean_interval",
+    "minimum_detectable_effect",
     "paired_difference",
+    "paired_t",
+    "permutation_test",
+    "pilot_variances",
+    "power_two_sample",
+    "random_effects",
+    "resampled_mean",
+    "seeds_needed",
+    "seeds_needed_from_pilot",
+    "summarize_curves",
+    "unpaired_difference",
     "welch",
 ]

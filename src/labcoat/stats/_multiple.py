@@ -1,14 +1,34 @@
-"""Combining and correcting several estimates."""
+"""Combining and correcting several estimates: p-value adjustment, adjusted intervals,
+macro averages.
+
+Whenever an analysis makes more than one comparison, both its p-values and its
+confidence intervals are adjusted for the family (`adjust`), and the result
+names the family size and the method so a report can say what was corrected.
+"""
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats as sps
 
-from labcoat.stats._checks import check_ci
+from labcoat.stats._checks import StatsWarning, check_ci
 from labcoat.stats._types import Difference
+
+METHODS = ("holm", "bh", "bonferroni", "none")
+_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni",
+          "none": "unadjusted"}
+
+
+def _p_array(p_values: Sequence[float]) -> np.ndarray:
+    p = np.asarray(p_values, dtype=float).ravel()
+    if not np.all((p >= 0) & (p <= 1)):  # also catches NaN
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    return p
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -17,15 +37,171 @@ def holm(p_values: Sequence[float]) -> list[float]:
     Controls the family-wise error rate when several variants are each
     compared with the control.
     """
-    p = np.asarray(p_values, dtype=float)
-    if not np.all((p >= 0) & (p <= 1)):  # also catches NaN
-        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    p = _p_array(p_values)
     m = p.size
     order = np.argsort(p)
     adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
     result = np.empty(m)
     result[order] = adjusted
     return result.tolist()
+
+
+def bonferroni(p_values: Sequence[float]) -> list[float]:
+    """Bonferroni adjusted p-values min(1, m * p), in the input order (FWER control)."""
+    p = _p_array(p_values)
+    return np.minimum(1.0, p * p.size).tolist()
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (Benjamini & Hochberg 1995), in the input order.
+
+    p_values: (m,). Adjusted p_(i) = min over j >= i of m p_(j) / j (sorted
+    ascending); rejecting where adjusted <= alpha controls the false discovery
+    rate at alpha for independent or positively dependent tests.
+    """
+    p = _p_array(p_values)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p)
+    scaled = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
+    result = np.empty(m)
+    result[order] = adjusted
+    return result.tolist()
+
+
+@dataclass(frozen=True)
+class Adjusted:
+    """One comparison of a family, with its p-value and interval adjusted for the family.
+
+    difference: the comparison with p_value = p_adjusted and (low, high) the
+        adjusted interval at level ci_level (its `ci` field says so too).
+    original: the comparison as it was passed in, unadjusted.
+    method: "holm", "bh", "bonferroni" or "none"; family_size: m comparisons.
+    family_ci: the level asked of the family (1 - alpha); ci_level: the level
+        each adjusted interval was computed at (see `adjust`).
+    """
+
+    difference: Difference
+    original: Difference
+    p_adjusted: float
+    method: str
+    family_size: int
+    ci_level: float
+    family_ci: float
+
+    @property
+    def estimate(self) -> float:
+        return self.difference.estimate
+
+    @property
+    def low(self) -> float:
+        return self.difference.low
+
+    @property
+    def high(self) -> float:
+        return self.difference.high
+
+    def excludes_zero(self) -> bool:
+        return self.difference.excludes_zero()
+
+    @property
+    def note(self) -> str:
+        """How the family was corrected, in words, for a report footnote."""
+        m, name = self.family_size, _NAMES[self.method]
+        if self.method == "none":
+            return f"unadjusted: one of {m} comparisons, {100 * self.ci_level:.4g}% CI"
+        if self.method == "bh":
+            kind = "FCR-adjusted CI (Benjamini & Yekutieli 2005)"
+        else:
+            kind = "simultaneous Bonferroni CI"
+        return (f"{name}-adjusted p over a family of {m} comparisons; "
+                f"{100 * self.ci_level:.4g}% {kind} for family level "
+                f"{100 * self.family_ci:.4g}%")
+
+
+def adjust(differences: Sequence[Difference], method: str = "holm", *,
+           ci: float | None = None) -> list[Adjusted]:
+    """Adjust the p-values and intervals of a family of m comparisons, in the input order.
+
+    ci: the family level 1 - alpha (default: the differences' common `ci`).
+    p-values: Holm (1979), Benjamini-Hochberg (1995), Bonferroni, or none.
+    Intervals, rebuilt as estimate +- q * se with the t quantile at each
+    difference's df (normal when df is infinite) at level:
+      - "bonferroni" and "holm": 1 - alpha/m, simultaneous Bonferroni intervals.
+        For Holm this is the usual conservative choice: Holm's step-down
+        intervals (Strassburger & Bretz 2008) shrink to the null boundary for
+        rejected hypotheses, which says little, so an interval may still cover 0
+        for a comparison Holm rejects (Holm rejects at least what Bonferroni does).
+      - "bh": 1 - R alpha/m with R the number of BH rejections at alpha: the
+        false-coverage-rate intervals of Benjamini & Yekutieli (2005). With
+        normal or t tests they exclude 0 exactly for the BH rejections. The same
+        level is used for the unselected comparisons (and 1 - alpha/m when
+        R = 0), so all intervals in the family are comparable.
+      - "none": the family level, unadjusted.
+    A difference whose interval is not estimate +- q * se (e.g. a bootstrap
+    interval) gets a symmetric one from its se, with a StatsWarning.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not known; choose one of {', '.join(METHODS)}")
+    diffs = list(differences)
+    if not diffs:
+        return []
+    if ci is None:
+        levels = sorted({d.ci for d in diffs})
+        if len(levels) > 1:
+            raise ValueError(
+                f"the differences have different CI levels {levels}; pass ci= to set the "
+                "family level"
+            )
+        ci = levels[0]
+    check_ci(ci)
+    m = len(diffs)
+    alpha = 1 - ci
+    p = [d.p_value for d in diffs]
+    if method == "holm":
+        p_adj, level = holm(p), 1 - alpha / m
+    elif method == "bonferroni":
+        p_adj, level = bonferroni(p), 1 - alpha / m
+    elif method == "bh":
+        p_adj = benjamini_hochberg(p)
+        rejected = sum(q <= alpha for q in p_adj)
+        level = 1 - max(rejected, 1) * alpha / m
+    else:
+        p_adj, level = list(_p_array(p)), ci
+    result = []
+    for i, (d, q) in enumerate(zip(diffs, p_adj, strict=True)):
+        low, high = _interval(d, level, i)
+        adjusted = replace(d, low=low, high=high, p_value=float(q), ci=level)
+        result.append(Adjusted(adjusted, d, float(q), method, m, level, ci))
+    return result
+
+
+def _quantile(level: float, df: float) -> float:
+    upper = 0.5 + level / 2
+    return float(sps.t.ppf(upper, df) if math.isfinite(df) else sps.norm.ppf(upper))
+
+
+def _interval(d: Difference, level: float, index: int) -> tuple[float, float]:
+    if math.isnan(d.se) or d.se < 0:
+        raise ValueError(f"difference {index} ({d.method}) has se={d.se}; need a finite SE >= 0")
+    if d.se == 0 or math.isinf(d.se):
+        return (d.estimate, d.estimate) if d.se == 0 else (-math.inf, math.inf)
+    half = _quantile(d.ci, d.df) * d.se
+    # 1e-3 tolerates hand-rounded quantiles (1.96 for 1.95996...); bootstrap and other
+    # asymmetric intervals differ by far more.
+    if not (math.isclose(d.high - d.estimate, half, rel_tol=1e-3)
+            and math.isclose(d.estimate - d.low, half, rel_tol=1e-3)):
+        warnings.warn(
+            f"difference {index} ({d.method}) has an interval [{d.low:.4g}, {d.high:.4g}] "
+            f"that is not estimate +- quantile * se (e.g. a bootstrap interval); its adjusted "
+            f"interval is rebuilt from se={d.se:.4g} as a "
+            f"{'t' if math.isfinite(d.df) else 'normal'} interval",
+            StatsWarning, stacklevel=3,
+        )
+    new_half = _quantile(level, d.df) * d.se
+    return d.estimate - new_half, d.estimate + new_half
 
 
 def macro_average(differences: Sequence[Difference], ci: float = 0.95) -> Difference:

@@ -1,0 +1,179 @@
+"""Does a variant's gain over the control generalize across tasks?
+
+Three questions, answered together so none is read without the others:
+on which tasks does it win or lose (per-task intervals adjusted for the
+family of k comparisons), what is the average effect over tasks like these
+(random-effects pooling, with the between-task spread tau^2 and I^2), and
+could this experiment have seen an effect that matters (power to detect the
+declared smallest effect), so that "no effect" is never confused with "not
+enough data".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scipy import stats as sps
+
+from labcoat.stats._meta import MetaAnalysis, random_effects
+from labcoat.stats._multiple import _NAMES, METHODS, Adjusted, adjust
+from labcoat.stats._types import Difference
+
+VERDICTS = (
+    "helps broadly",
+    "helps some tasks",
+    "helps some tasks and hurts others",
+    "hurts",
+    "no detectable effect",
+    "not enough data to tell",
+)
+ADEQUATE_POWER = 0.8  # the conventional target (Cohen 1988, ch. 2.4)
+
+
+@dataclass(frozen=True)
+class Generalization:
+    """A variant versus the control over k tasks. Effects are variant minus control.
+
+    verdict: one of VERDICTS, decided in this order (s = +1 for
+      direction="increase", -1 for "decrease"; a task is a win when its adjusted
+      CI excludes 0 with s * effect > 0, a loss when it excludes 0 with
+      s * effect < 0, a tie otherwise; the pooled effect helps (hurts) when its
+      CI excludes 0 with s * estimate > 0 (< 0)):
+      1. "helps broadly": the pooled effect helps and no task is a loss.
+      2. "helps some tasks and hurts others": (a win or the pooled effect helps)
+         and (a loss or the pooled effect hurts).
+      3. "hurts": a loss or the pooled effect hurts, and no win.
+      4. "helps some tasks": wins, no loss, but the pooled CI covers 0.
+      Nothing significant (no win, no loss, pooled CI covers 0):
+      5. "no detectable effect": a smallest effect delta was declared and either
+         the pooled CI lies inside (-delta, delta) or the power to detect delta
+         is at least 0.8.
+      6. "not enough data to tell": otherwise (low power, or no delta declared).
+    tasks: per-task comparisons with family-adjusted p-values and CIs.
+    wins, losses, ties: task names.
+    pooled: random-effects pooled effect over the tasks (tau2, i2, q inside).
+    power: of a two-sided z test at alpha with the pooled SE to detect an
+      effect of size smallest_effect; None when none was declared.
+    """
+
+    verdict: str
+    reason: str
+    tasks: dict[str, Adjusted]
+    wins: tuple[str, ...]
+    losses: tuple[str, ...]
+    ties: tuple[str, ...]
+    pooled: MetaAnalysis
+    power: float | None
+    smallest_effect: float | None
+    alpha: float
+    method: str
+    direction: str
+
+    @property
+    def summary(self) -> str:
+        """One sentence: verdict, pooled effect, task counts, power."""
+        p = self.pooled
+        tau2_name = {"dl": "DerSimonian-Laird", "pm": "Paule-Mandel"}.get(p.method, p.method)
+        level = next(iter(self.tasks.values())).ci_level
+        better = "higher" if self.direction == "increase" else "lower"
+        head = self.verdict if not self.reason else f"{self.verdict} ({self.reason})"
+        text = (
+            f"{head}: pooled effect {p.estimate:+.3g} ({100 * p.ci:.4g}% CI "
+            f"[{p.low:+.3g}, {p.high:+.3g}], random effects with {tau2_name} "
+            f"tau^2={p.tau2:.3g}, I^2={p.i2:.0%}) over {p.k} tasks, {better} is better; "
+            f"{len(self.wins)} won, {len(self.losses)} lost, {len(self.ties)} tied "
+            f"({_NAMES[self.method]}-adjusted {100 * level:.4g}% CIs)"
+        )
+        if self.power is not None and "power" not in self.reason:
+            text += f"; power {self.power:.2f} to detect Δ={self.smallest_effect:g}"
+        return text + "."
+
+
+def z_power(effect: float, se: float, alpha: float) -> float:
+    """Power of a two-sided z test at level alpha to detect `effect` given the estimate's SE."""
+    z = float(sps.norm.ppf(1 - alpha / 2))
+    shift = abs(effect) / se
+    return float(sps.norm.cdf(shift - z) + sps.norm.cdf(-shift - z))
+
+
+def generalization(
+    per_task: Mapping[str, Difference], *, smallest_effect: float | None, alpha: float = 0.05,
+    method: str = "holm", direction: str = "increase", tau2_method: str = "dl",
+) -> Generalization:
+    """Judge whether a variant's effect over the control holds across tasks.
+
+    per_task: {task name: Difference of variant minus control on that task}, at
+    least 2 tasks, each with a finite SE > 0 (any method: welch, paired, ...).
+    smallest_effect: the smallest effect worth detecting (> 0, in the metric's
+    units), or None; without it the verdict never claims "no detectable effect".
+    alpha: family level; per-task CIs are adjusted by `method` ("holm", "bh",
+    "bonferroni", "none"; see `adjust`), the pooled CI is at 1 - alpha.
+    direction: "increase" when higher is better, "decrease" when lower is.
+    tau2_method: "dl" (DerSimonian-Laird) or "pm" (Paule-Mandel).
+    The pooled effect treats each task's SE as known (normal sampling law).
+    """
+    if direction not in ("increase", "decrease"):
+        raise ValueError(f"direction={direction!r}; choose increase (higher is better) or decrease")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} must be in (0, 1), e.g. 0.05")
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not known; choose one of {', '.join(METHODS)}")
+    if smallest_effect is not None and not (math.isfinite(smallest_effect)
+                                            and smallest_effect > 0):
+        raise ValueError(
+            f"smallest_effect={smallest_effect!r} must be a positive size in the metric's units "
+            "(e.g. 0.01 for one point of accuracy), or None"
+        )
+    names = list(per_task)
+    if len(names) < 2:
+        raise ValueError(
+            f"generalization needs at least 2 tasks (got {len(names)}); for one task read its "
+            "Difference directly"
+        )
+    for name in names:
+        se = per_task[name].se
+        if not (math.isfinite(se) and se > 0):
+            raise ValueError(
+                f"task {name!r} has se={se}; each task needs a finite SE > 0 (add seeds or "
+                "items so its noise can be estimated)"
+            )
+    diffs = [per_task[name] for name in names]
+    adjusted = dict(zip(names, adjust(diffs, method, ci=1 - alpha), strict=True))
+    s = 1 if direction == "increase" else -1
+    wins = tuple(n for n in names if adjusted[n].excludes_zero() and s * adjusted[n].estimate > 0)
+    losses = tuple(n for n in names if adjusted[n].excludes_zero() and s * adjusted[n].estimate < 0)
+    ties = tuple(n for n in names if n not in wins and n not in losses)
+    pooled = random_effects([d.estimate for d in diffs], [d.se**2 for d in diffs],
+                            method=tau2_method, ci=1 - alpha)
+    power = None if smallest_effect is None else z_power(smallest_effect, pooled.se, alpha)
+    helps = pooled.excludes_zero() and s * pooled.estimate > 0
+    hurts = pooled.excludes_zero() and s * pooled.estimate < 0
+    verdict, reason = _verdict(helps, hurts, bool(wins), bool(losses), pooled, power,
+                               smallest_effect)
+    return Generalization(verdict, reason, adjusted, wins, losses, ties, pooled, power,
+                          smallest_effect, alpha, method, direction)
+
+
+def _verdict(helps: bool, hurts: bool, wins: bool, losses: bool, pooled: MetaAnalysis,
+             power: float | None, delta: float | None) -> tuple[str, str]:
+    if helps and not losses:
+        reason = ""
+        if delta is not None and max(abs(pooled.low), abs(pooled.high)) < delta:
+            reason = f"though the whole pooled CI is smaller than Δ={delta:g}"
+        return "helps broadly", reason
+    if (helps or wins) and (hurts or losses):
+        return "helps some tasks and hurts others", ""
+    if hurts or losses:
+        return "hurts", ""
+    if wins:
+        return "helps some tasks", "the pooled CI covers 0"
+    if delta is None or power is None:
+        return ("not enough data to tell",
+                "no smallest effect declared, so the power to detect one is unknown")
+    if -delta < pooled.low and pooled.high < delta:
+        return "no detectable effect", f"the pooled CI lies within ±{delta:g}"
+    if power >= ADEQUATE_POWER:
+        return "no detectable effect", f"power {power:.2f} to detect Δ={delta:g}"
+    return "not enough data to tell", f"power {power:.2f} to detect Δ={delta:g}"

@@ -1,0 +1,172 @@
+"""Does an effect generalize across tasks: verdicts on hand-built task families, with the
+pooled effect checked against random_effects and the power against statsmodels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.power import normal_power
+
+from labcoat.stats._generalize import VERDICTS, generalization, z_power
+from labcoat.stats._meta import random_effects
+from labcoat.stats._multiple import adjust
+from labcoat.stats._types import Difference
+
+
+def _diff(estimate: float, se: float) -> Difference:
+    """A normal (item-level style) per-task difference with its two-sided p-value."""
+    z = stats.norm.ppf(0.975)
+    p = float(2 * stats.norm.sf(abs(estimate / se)))
+    return Difference(estimate, estimate - z * se, estimate + z * se, se, p, "paired", 500)
+
+
+def _tasks(estimates: list[float], ses: list[float]) -> dict[str, Difference]:
+    return {f"task{i}": _diff(e, s) for i, (e, s) in enumerate(zip(estimates, ses, strict=True))}
+
+
+BROAD = _tasks([0.05, 0.04, 0.06, 0.05, 0.03, 0.05], [0.01] * 6)
+MIXED = _tasks([0.1, 0.1, -0.1, 0.0, 0.01], [0.01] * 5)
+HURTS = _tasks([-0.05, -0.04, -0.06, -0.05], [0.01] * 4)
+ONE_BIG_WIN = _tasks([0.5, 0.0, -0.05, 0.02, -0.03, 0.01], [0.05, 0.1, 0.1, 0.1, 0.1, 0.1])
+NULL_PRECISE = _tasks([0.001, -0.001, 0.0005, 0.0], [0.001] * 4)
+NULL_NOISY = _tasks([0.01, -0.02, 0.0, 0.015], [0.05] * 4)
+
+
+def test_helps_broadly() -> None:
+    """Every task up by about 0.05 with SE 0.01: pooled CI above 0, 6 wins, no loss."""
+    result = generalization(BROAD, smallest_effect=0.01)
+    assert result.verdict == "helps broadly"
+    assert (len(result.wins), result.losses, result.ties) == (6, (), ())
+    assert result.summary.startswith("helps broadly: pooled effect +0.0467")
+
+
+def test_helps_some_and_hurts_others() -> None:
+    """Two tasks significantly up and one significantly down."""
+    result = generalization(MIXED, smallest_effect=0.01)
+    assert result.verdict == "helps some tasks and hurts others"
+    assert result.wins == ("task0", "task1") and result.losses == ("task2",)
+    assert result.ties == ("task3", "task4")
+    assert result.pooled.i2 > 0.9  # the spread is real, and reported
+
+
+def test_hurts_and_direction_flips_it() -> None:
+    """All tasks down: "hurts"; the same numbers with lower-is-better "help broadly"."""
+    assert generalization(HURTS, smallest_effect=0.01).verdict == "hurts"
+    lower_better = generalization(HURTS, smallest_effect=0.01, direction="decrease")
+    assert lower_better.verdict == "helps broadly"
+    assert len(lower_better.wins) == 4 and "lower is better" in lower_better.summary
+
+
+def test_helps_some_tasks_when_the_pooled_effect_is_unclear() -> None:
+    """One strong win among noisy ties: a win but heterogeneity widens the pooled CI."""
+    result = generalization(ONE_BIG_WIN, smallest_effect=0.01)
+    assert result.verdict == "helps some tasks"
+    assert result.wins == ("task0",) and not result.losses
+    assert result.pooled.low < 0 < result.pooled.high
+
+
+def test_no_detectable_effect_when_the_ci_excludes_the_smallest_effect() -> None:
+    """Precise zeros: the pooled CI lies inside (-0.01, 0.01), so "no detectable effect"."""
+    result = generalization(NULL_PRECISE, smallest_effect=0.01)
+    assert result.verdict == "no detectable effect"
+    assert -0.01 < result.pooled.low and result.pooled.high < 0.01
+    assert "within ±0.01" in result.summary
+
+
+def test_not_enough_data_is_never_called_no_effect() -> None:
+    """Noisy zeros (SE 0.05 per task) cannot see a 0.01 effect: the verdict says so and
+    states the power."""
+    result = generalization(NULL_NOISY, smallest_effect=0.01)
+    assert result.verdict == "not enough data to tell"
+    assert result.power is not None and result.power < 0.8
+    assert result.summary.startswith(f"not enough data to tell (power {result.power:.2f} to "
+                                     "detect Δ=0.01)")
+
+
+def test_without_a_smallest_effect_nothing_significant_is_not_enough_data() -> None:
+    """No declared effect size: no power, and never the claim "no detectable effect"."""
+    result = generalization(NULL_PRECISE, smallest_effect=None)
+    assert result.power is None
+    assert result.verdict == "not enough data to tell"
+    assert "no smallest effect declared" in result.summary
+
+
+def test_power_rule_declares_no_effect_even_when_the_ci_reaches_past_delta() -> None:
+    """Pooled estimate 1.5 SE with delta = 3 SE: not significant (z = 1.5), the CI reaches
+    past delta, but power Phi(3 - 1.96) = 0.85 >= 0.8, so "no detectable effect"."""
+    se = 0.01 * np.sqrt(2)  # two equal tasks: pooled SE 0.01
+    result = generalization(_tasks([0.015, 0.015], [se, se]), smallest_effect=0.03)
+    assert result.pooled.se == pytest.approx(0.01)
+    assert result.pooled.high > 0.03
+    assert result.power == pytest.approx(0.851, abs=1e-3)
+    assert result.verdict == "no detectable effect"
+    assert "power 0.85" in result.reason
+
+
+@pytest.mark.parametrize(("effect", "se", "alpha"), [(0.01, 0.005, 0.05), (0.02, 0.004, 0.01),
+                                                     (0.003, 0.01, 0.05)])
+def test_power_matches_statsmodels_normal_power(effect: float, se: float, alpha: float) -> None:
+    """Two-sided z-test power equals statsmodels' normal_power(effect / se, nobs=1, alpha)."""
+    assert z_power(effect, se, alpha) == pytest.approx(normal_power(effect / se, 1, alpha))
+
+
+def test_pooled_effect_and_power_come_from_random_effects() -> None:
+    """pooled = random_effects(estimates, se^2, method) at 1 - alpha; power uses its SE."""
+    result = generalization(MIXED, smallest_effect=0.05, alpha=0.1, tau2_method="pm")
+    estimates = [d.estimate for d in MIXED.values()]
+    expected = random_effects(estimates, [d.se**2 for d in MIXED.values()], method="pm", ci=0.9)
+    assert result.pooled == expected
+    assert result.power == pytest.approx(z_power(0.05, expected.se, 0.1))
+
+
+def test_wins_use_family_adjusted_intervals() -> None:
+    """A task with raw p = 0.02 among 5 tasks is a win unadjusted, a tie under Holm
+    (its 99% Bonferroni-level CI covers 0)."""
+    tasks = _tasks([0.0233, 0.0, 0.0, 0.0, 0.0], [0.01] * 5)
+    assert tasks["task0"].excludes_zero()
+    holm = generalization(tasks, smallest_effect=0.01)
+    assert holm.wins == () and "task0" in holm.ties
+    assert holm.tasks["task0"] == adjust(list(tasks.values()), "holm", ci=0.95)[0]
+    unadjusted = generalization(tasks, smallest_effect=0.01, method="none")
+    assert unadjusted.wins == ("task0",)
+
+
+def test_summary_names_the_adjustment_and_the_heterogeneity() -> None:
+    """The sentence carries the family method and level, tau^2 and I^2, and counts."""
+    summary = generalization(BROAD, smallest_effect=0.01, method="bh").summary
+    assert "Benjamini-Hochberg-adjusted" in summary
+    assert "tau^2=" in summary and "I^2=" in summary and "6 won, 0 lost, 0 tied" in summary
+
+
+def test_small_but_real_effect_is_flagged_as_smaller_than_delta() -> None:
+    """A precise 0.002 gain helps broadly, but its whole CI is below delta = 0.01."""
+    result = generalization(_tasks([0.002] * 4, [0.0002] * 4), smallest_effect=0.01)
+    assert result.verdict == "helps broadly"
+    assert "smaller than Δ=0.01" in result.reason
+
+
+def test_every_verdict_is_a_declared_one() -> None:
+    """Each scenario's verdict is in VERDICTS, and together they cover all six."""
+    seen = {generalization(t, smallest_effect=d).verdict
+            for t, d in [(BROAD, 0.01), (MIXED, 0.01), (HURTS, 0.01), (ONE_BIG_WIN, 0.01),
+                         (NULL_PRECISE, 0.01), (NULL_NOISY, 0.01)]}
+    assert seen == set(VERDICTS)
+
+
+@pytest.mark.parametrize(
+    ("per_task", "kwargs", "match"),
+    [(_tasks([0.1], [0.01]), {}, "at least 2 tasks"),
+     ({"a": _diff(0.1, 0.01), "b": Difference(0.1, 0.1, 0.1, 0.0, 0.0, "paired", 3)}, {},
+      "'b' has se=0.0"),
+     (BROAD, {"direction": "up"}, "increase"),
+     (BROAD, {"smallest_effect": -0.01}, "smallest_effect"),
+     (BROAD, {"alpha": 5}, "alpha"),
+     (BROAD, {"method": "fdr"}, "holm, bh"),
+     (BROAD, {"tau2_method": "reml"}, "dl, pm")],
+)
+def test_generalization_rejects_invalid_input(per_task: dict, kwargs: dict, match: str) -> None:
+    """One task, a zero SE, a bad direction, a negative delta, a bad alpha or method raise."""
+    arguments = {"smallest_effect": 0.01} | kwargs
+    with pytest.raises(ValueError, match=match):
+        generalization(per_task, **arguments)
