@@ -89,3 +89,44 @@ def test_report_of_unknown_experiment_is_one_clear_error(home):
     assert result.returncode == 2
     assert "no experiment named 'nope'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_per_task_family_and_pooled_effect_match_statsmodels(finished):
+    from statsmodels.stats.meta_analysis import combine_effects
+    from statsmodels.stats.multitest import multipletests
+
+    report, items = finished
+    per = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for row in items:
+        per[row["task"]][row["arm"]][row["trial"]].append(row["score"])
+    tasks = sorted(per)
+    refs = []
+    for task in tasks:
+        base = [np.mean(v) for v in per[task]["base"].values()]
+        better = [np.mean(v) for v in per[task]["better"].values()]
+        refs.append(sps.ttest_ind(better, base, equal_var=False))
+    (comparison,) = report["comparisons"]
+    p_holm = multipletests([r.pvalue for r in refs], method="holm")[1]
+    for task, p in zip(tasks, p_holm, strict=True):
+        seeds = comparison["per_task"][task][0]
+        assert seeds["p_adjusted"] == pytest.approx(p)
+        assert seeds["family_size"] == len(tasks) and seeds["method"] == "holm"
+    y = np.array([_diff(per[t]) for t in tasks])
+    v = np.array([(_diff(per[t]) / r.statistic) ** 2 for t, r in zip(tasks, refs, strict=True)])
+    # DerSimonian-Laird by hand, tau^2 truncated at 0 (statsmodels leaves it negative)
+    w = 1 / v
+    q = np.sum(w * (y - np.sum(w * y) / w.sum()) ** 2)
+    tau2 = max(0.0, (q - (len(y) - 1)) / (w.sum() - np.sum(w**2) / w.sum()))
+    w_star = 1 / (v + tau2)
+    pooled = comparison["generalization"]["pooled"]
+    assert pooled["tau2"] == pytest.approx(tau2, abs=1e-12)
+    assert pooled["estimate"] == pytest.approx(np.sum(w_star * y) / w_star.sum())
+    assert pooled["se"] == pytest.approx(1 / np.sqrt(w_star.sum()))
+    if tau2 > 0:  # where the estimators agree, statsmodels is a second reference
+        ref = combine_effects(y, v, method_re="dl")
+        assert pooled["estimate"] == pytest.approx(ref.mean_effect_re)
+
+
+def _diff(per_arm):
+    return (np.mean([np.mean(v) for v in per_arm["better"].values()])
+            - np.mean([np.mean(v) for v in per_arm["base"].values()]))

@@ -1,13 +1,18 @@
-"""From stored results to the answer: per-arm intervals, comparisons and a verdict.
+"""From stored results to the answer: per-arm intervals, comparisons, verdicts.
 
-The verdict is judged on seeds (Welch's test on each trial's final primary
-metric): seeds are the unit an intervention is replicated over. The paired
-item-level comparison is shown beside it; it is far tighter but only measures
-eval noise for these particular trained models, not training noise.
+The verdict on the hypothesis is judged on seeds (Welch's test on each trial's
+final primary metric, Holm-adjusted across variants): seeds are the unit an
+intervention is replicated over. Per task, the same seed-level differences are
+adjusted for the family of tasks and pooled with a random-effects model to say
+whether the effect generalizes. The paired item-level comparison is shown
+beside them; it is far tighter but measures only eval noise for these
+particular trained models, not training noise.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -16,10 +21,11 @@ from sqlalchemy.orm import Session
 
 from labcoat import spec, stats, store
 from labcoat.spec import Hypothesis
-from labcoat.stats import Difference, Interval
+from labcoat.stats import Adjusted, Difference, Generalization, Interval, StatsWarning
 from labcoat.store import Experiment, Trial
 
 MACRO = "macro"
+FAMILY_METHOD = "holm"
 
 
 @dataclass
@@ -35,10 +41,12 @@ class ArmResult:
 class Comparison:
     variant: str
     control: str
-    seeds: Difference | None  # Welch on per-trial values (verdict)
-    items: Difference | None  # paired on shared items (eval noise only)
-    per_task: dict[str, tuple[Difference | None, Difference | None]] = field(default_factory=dict)
+    seeds: Difference | None  # Welch on per-trial values (the verdict)
+    items: Difference | None  # paired on shared items (eval noise only), macro over tasks
+    per_task: dict[str, tuple[Adjusted | None, Adjusted | None]] = field(default_factory=dict)
+    generalization: Generalization | None = None
     p_adjusted: float | None = None
+    family: str = ""
     verdict: str = "inconclusive"
     reason: str = ""
 
@@ -53,11 +61,35 @@ class Analysis:
     comparisons: list[Comparison]
     tasks: list[str]
     excluded: list[tuple[str, str]]  # (trial, why) not counted
+    warnings: list[str] = field(default_factory=list)
     note: str = ""
 
 
 def analyze(session: Session, experiment: Experiment) -> Analysis:
-    """Everything the report shows, computed from the store."""
+    """Everything the report shows, computed from the store; StatsWarnings are collected."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StatsWarning)
+        analysis = _analyze(session, experiment)
+    analysis.warnings = _merge_warnings([w.message for w in caught
+                                         if issubclass(w.category, StatsWarning)])
+    return analysis
+
+
+def _merge_warnings(found: list[StatsWarning]) -> list[str]:
+    """One line per problem: every "few runs" warning of the analysis becomes one."""
+    few = [w.n_runs for w in found if getattr(w, "kind", "") == "few-runs" and w.n_runs]
+    merged = []
+    if few:
+        merged.append(
+            f"an arm has only {min(few)} finished seed(s) (fewer than 5): t intervals are wide "
+            "and bootstrap intervals under-cover; treat the verdict as provisional and run 5 "
+            "or more seeds per arm"
+        )
+    merged += [str(w) for w in found if getattr(w, "kind", "") != "few-runs"]
+    return list(dict.fromkeys(merged))
+
+
+def _analyze(session: Session, experiment: Experiment) -> Analysis:
     status = store.experiment_status(experiment)
     excluded = [(t.key, _why_excluded(t)) for t in experiment.trials if t.status != "done"]
     done = [t for t in experiment.trials if t.status == "done"]
@@ -134,16 +166,35 @@ def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
                              f"{len(b)} {variant})")
         return comparison
     comparison.seeds = stats.welch([values[t.id] for t in a], [values[t.id] for t in b])
-    paired_tasks = []
-    for task in tasks:
-        seed_diff = _welch_task(a, b, items, task)
-        item_diff = _paired_task(a, b, items, task)
-        comparison.per_task[task] = (seed_diff, item_diff)
-        if item_diff is not None:
-            paired_tasks.append(item_diff)
-    if paired_tasks and hypothesis.source == "items":
-        comparison.items = stats.macro_average(paired_tasks)
+    seed_diffs = {t: d for t in tasks if (d := _welch_task(a, b, items, t)) is not None}
+    item_diffs = {t: d for t in tasks if (d := _paired_task(a, b, items, t)) is not None}
+    if item_diffs and hypothesis.source == "items":
+        comparison.items = stats.macro_average(list(item_diffs.values()))
+    seeds_adj = _family(seed_diffs)
+    items_adj = _family(item_diffs)
+    comparison.per_task = {t: (seeds_adj.get(t), items_adj.get(t)) for t in tasks}
+    comparison.generalization = _generalization(seed_diffs, hypothesis)
     return comparison
+
+
+def _family(diffs: dict[str, Difference]) -> dict[str, Adjusted]:
+    """Per-task comparisons adjusted for the family of tasks (Holm)."""
+    if not diffs:
+        return {}
+    adjusted = stats.adjust(list(diffs.values()), FAMILY_METHOD)
+    return dict(zip(diffs, adjusted, strict=True))
+
+
+def _generalization(seed_diffs: dict[str, Difference], hypothesis: Hypothesis
+                    ) -> Generalization | None:
+    # A task where both arms score identically on every seed has no noise estimate
+    # (SE 0): it carries no information about the spread and is left out of pooling.
+    informative = {t: d for t, d in seed_diffs.items() if math.isfinite(d.se) and d.se > 0}
+    if len(informative) < 2:
+        return None
+    return stats.generalization(informative, smallest_effect=hypothesis.smallest_effect,
+                                alpha=hypothesis.alpha, method=FAMILY_METHOD,
+                                direction=hypothesis.direction)
 
 
 def _welch_task(a: list[Trial], b: list[Trial], items: ItemScores, task: str
@@ -160,18 +211,28 @@ def _paired_task(a: list[Trial], b: list[Trial], items: ItemScores, task: str
     shared = sorted(set.intersection(*(set(s) for s in score_sets))) if score_sets else []
     if len(shared) < 2:
         return None
+    if any(len(s) != len(shared) for s in score_sets):
+        warnings.warn(f"task {task!r}: trials scored different items; the paired comparison "
+                      f"uses the {len(shared)} items all of them share", StatsWarning,
+                      stacklevel=2)
     mean_a = np.mean([[items[t.id][task][i] for i in shared] for t in a], axis=0)
     mean_b = np.mean([[items[t.id][task][i] for i in shared] for t in b], axis=0)
+    if np.all(mean_a == mean_b):
+        return None  # identical answers: no difference and no noise to estimate
     return stats.paired_difference(mean_a, mean_b)
 
 
 def _adjust_and_judge(comparisons: list[Comparison], hypothesis: Hypothesis) -> None:
+    """Holm across variants (one family: every variant against the control)."""
     tested = [c for c in comparisons if c.seeds is not None]
     adjusted = stats.holm([c.seeds.p_value for c in tested]) if tested else []
+    family = (f"Holm over {len(tested)} variant-vs-control comparisons" if len(tested) > 1
+              else "a single comparison (no adjustment)")
     for comparison, p in zip(tested, adjusted, strict=True):
         comparison.p_adjusted = p
+        comparison.family = family
         comparison.verdict, comparison.reason = _verdict(comparison.seeds, p, hypothesis,
-                                                         len(comparisons) > 1)
+                                                         len(tested) > 1)
 
 
 def _verdict(diff: Difference, p: float, hypothesis: Hypothesis, corrected: bool

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from labcoat.report._analysis import MACRO, Analysis, Comparison
-from labcoat.stats import Difference, Interval
+from labcoat.stats import Adjusted, Difference, Interval
 
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
 
@@ -36,6 +36,13 @@ def print_report(analysis: Analysis, console: Console) -> None:
     for comparison in analysis.comparisons:
         if comparison.seeds is not None:
             console.print(_comparison_table(comparison, analysis))
+    for comparison in analysis.comparisons:
+        g = comparison.generalization
+        if g is not None:
+            console.print(f"Across tasks, {escape(comparison.variant)} vs "
+                          f"{escape(comparison.control)}: {escape(g.summary)}", soft_wrap=True)
+    for message in analysis.warnings:
+        console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
     for key, why in analysis.excluded:
         console.print(f"[dim]not counted: {escape(key)} - {escape(why)}[/]", soft_wrap=True)
     for comparison in analysis.comparisons:
@@ -60,10 +67,17 @@ def _arms_table(analysis: Analysis) -> Table:
 
 
 def _comparison_table(c: Comparison, analysis: Analysis) -> Table:
-    table = Table(title=f"{c.variant} - {c.control}: difference with 95% CI and p",
+    family = ""
+    sizes = [_family_size(c, i) for i in (0, 1)]
+    example = next((a for pair in c.per_task.values() for a in pair if a is not None), None)
+    if example is not None:
+        family = (f"Per-task CIs and p are Holm-adjusted over the tasks (seeds: {sizes[0]}, "
+                  f"items: {sizes[1]} comparisons); CIs at {100 * example.ci_level:.3g}% "
+                  f"(Bonferroni) for a {100 * example.family_ci:.3g}% family level.")
+    table = Table(title=f"{c.variant} - {c.control}: difference with CI and p",
                   title_justify="left", box=box.SIMPLE_HEAD, caption_justify="left",
                   caption="Seed CIs include training noise; paired item CIs hold the trained "
-                          "models fixed (eval noise only). Per-task p-values are uncorrected.")
+                          f"models fixed (eval noise only). {family}")
     table.add_column("task")
     table.add_column("diff", justify="right")
     table.add_column("seeds: Welch CI", justify="right")
@@ -80,6 +94,11 @@ def _comparison_table(c: Comparison, analysis: Analysis) -> Table:
     return table
 
 
+def _family_size(c: Comparison, index: int) -> int:
+    return next((pair[index].family_size for pair in c.per_task.values()
+                 if pair[index] is not None), 0)
+
+
 def _interval(i: Interval | None) -> str:
     if i is None:
         return "-"
@@ -88,9 +107,11 @@ def _interval(i: Interval | None) -> str:
     return f"{i.point:.3f} [{i.low:.3f}, {i.high:.3f}]"
 
 
-def _ci_cells(d: Difference | None) -> list[str]:
+def _ci_cells(d: Difference | Adjusted | None) -> list[str]:
     if d is None:
         return ["-", "-"]
+    if isinstance(d, Adjusted):
+        d = d.difference  # adjusted interval and p-value
     return [f"[{d.low:+.3f}, {d.high:+.3f}]", f"{d.p_value:.2g}"]
 
 

@@ -57,6 +57,12 @@ class Hypothesis(_Strict):
         description="which way the variant should move the metric relative to control"
     )
     alpha: float = Field(0.05, gt=0, lt=1, description="significance level of the verdict")
+    smallest_effect: float | None = Field(
+        None,
+        gt=0,
+        description="smallest effect worth detecting, in the metric's units (e.g. 0.02); "
+        "lets the report tell 'no effect' from 'not enough data'",
+    )
 
 
 class Arm(_Strict):

@@ -12,4 +12,13 @@ class StatsWarning(UserWarning):
     """An analysis that may mislead: too few runs for its interval, a Bernoulli
     formula on non-binary scores, different item sets compared, steps of one run
     treated as independent samples. Emitted with `warnings.warn`; reports collect
-    and show them next to the numbers they qualify."""
+    and show them next to the numbers they qualify.
+
+    kind: a stable tag ("few-runs", ...) so a report can merge repeats of one
+    problem into one line; `n_runs` carries the count for "few-runs".
+    """
+
+    def __init__(self, message: str, kind: str = "general", n_runs: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.n_runs = n_runs

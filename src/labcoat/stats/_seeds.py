@@ -34,20 +34,19 @@ def _finite_1d(values: ArrayLike, name: str) -> np.ndarray:
 
 
 def warn_few_runs(n_runs: int, name: str, what: str, stacklevel: int = 3) -> None:
-    """Warn (StatsWarning) when `what` rests on fewer than FEW_RUNS runs in group `name`."""
+    """Warn (StatsWarning, kind "few-runs") when `what` rests on fewer than FEW_RUNS runs
+    in group `name`."""
     if n_runs == 1:
-        warnings.warn(
-            f"{what}: only one seed in {name}; one run cannot separate an effect from seed "
-            f"noise. Run at least {FEW_RUNS} seeds per arm.",
-            StatsWarning, stacklevel=stacklevel,
-        )
+        message = (f"{what}: only one seed in {name}; one run cannot separate an effect from "
+                   f"seed noise. Run at least {FEW_RUNS} seeds per arm.")
     elif n_runs < FEW_RUNS:
-        warnings.warn(
-            f"{what} rests on {n_runs} runs in {name} (fewer than {FEW_RUNS}): t intervals "
-            f"with <{FEW_RUNS} seeds are wide; percentile bootstrap under-covers. Run "
-            f"{FEW_RUNS} or more seeds per arm and treat this result as provisional.",
-            StatsWarning, stacklevel=stacklevel,
-        )
+        message = (f"{what} rests on {n_runs} runs in {name} (fewer than {FEW_RUNS}): t "
+                   f"intervals with <{FEW_RUNS} seeds are wide; percentile bootstrap "
+                   f"under-covers. Run {FEW_RUNS} or more seeds per arm and treat this result "
+                   "as provisional.")
+    else:
+        return
+    warnings.warn(StatsWarning(message, "few-runs", n_runs), stacklevel=stacklevel)
 
 
 def count_runs(values: np.ndarray, runs: ArrayLike | None, name: str,
