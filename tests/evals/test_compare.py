@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import statsmodels.api as sm
+from statsmodels.stats.multitest import multipletests
 
 from helpers import cli
 from labcoat.evals import compare_item_scores, load_item_scores
@@ -40,7 +41,7 @@ def test_per_task_paired_differences_match_a_hand_computation(pair):
     mask = np.array(tasks) == "t1"
     d = b[mask] - a[mask]
     t1 = result.tasks[0]
-    assert (t1.task, t1.n_shared) == ("t1", 120)
+    assert (t1.task, t1.n_a, t1.n_b) == ("t1", 120, 120)
     assert t1.difference.estimate == pytest.approx(d.mean())
     assert t1.difference.se == pytest.approx(d.std(ddof=1) / np.sqrt(d.size))
     assert t1.difference.correlation == pytest.approx(np.corrcoef(a[mask], b[mask])[0, 1])
@@ -69,7 +70,7 @@ def test_different_item_sets_warn_and_use_the_shared_items(tmp_path):
     pa = _write(tmp_path / "a.csv", ["t"] * 4, ["q1", "q2", "q3", "q4"], [1, 0, 1, 0])
     pb = _write(tmp_path / "b.csv", ["t"] * 3, ["q2", "q3", "q9"], [1, 1, 0])
     result = compare_item_scores(load_item_scores(pa), load_item_scores(pb))
-    assert result.tasks[0].n_shared == 2 and (result.only_a, result.only_b) == (2, 1)
+    assert result.tasks[0].n_a == 2 and (result.only_a, result.only_b) == (2, 1)
     assert "different items (2 only in A, 1 only in B)" in result.warnings[0]
 
 
@@ -80,6 +81,20 @@ def test_cli_prints_json_and_refuses_files_without_shared_items(pair, tmp_path):
     assert data["overall"]["method"].startswith("macro")
     text = cli("compare", str(pa), str(pb), check=True).stdout
     assert "macro" in text and "t2" in text
-    other = _write(tmp_path / "c.csv", ["t1"] * 2, ["x1", "x2"], [1, 0])
-    result = cli("compare", str(pa), str(other))
-    assert result.returncode == 2 and "share 0 item(s)" in result.stderr
+    assert data["tasks"][0]["family"] == {"method": "holm", "size": 2}
+    p_holm = multipletests([t["difference"]["p_value"] for t in data["tasks"]], method="holm")[1]
+    assert [t["adjusted"]["p_value"] for t in data["tasks"]] == pytest.approx(p_holm)
+
+
+def test_files_without_shared_items_are_compared_unpaired_with_a_warning(tmp_path):
+    rng = np.random.default_rng(11)
+    a, b = rng.random(50), rng.random(60) + 0.1
+    pa = _write(tmp_path / "a.csv", ["t"] * 50, [f"a{i}" for i in range(50)], a)
+    pb = _write(tmp_path / "b.csv", ["t"] * 60, [f"b{i}" for i in range(60)], b)
+    result = compare_item_scores(load_item_scores(pa), load_item_scores(pb))
+    assert not result.paired
+    se = np.sqrt(a.var(ddof=1) / 50 + b.var(ddof=1) / 60)
+    assert result.overall.estimate == pytest.approx(b.mean() - a.mean())
+    assert result.overall.se == pytest.approx(se)
+    assert "share no items" in result.warnings[0]
+    assert "UNPAIRED" in cli("compare", str(pa), str(pb), check=True).stdout

@@ -1,4 +1,10 @@
-"""Two models' per-item results, aligned item by item and compared (`labcoat compare`)."""
+"""Two models' per-item results, aligned item by item and compared (`labcoat compare`).
+
+Items both files scored are compared paired (Miller 2024: the shared item
+difficulty cancels). Only when the files share no items at all is the
+comparison unpaired, and it says so. With several tasks, the per-task
+intervals are Holm-adjusted as one family.
+"""
 
 from __future__ import annotations
 
@@ -9,24 +15,29 @@ import numpy as np
 
 from labcoat import stats
 from labcoat.evals._importers import ItemScores
-from labcoat.stats import Difference, StatsWarning
+from labcoat.stats import Adjusted, Difference, StatsWarning
+
+FAMILY_METHOD = "holm"
 
 
 @dataclass
 class TaskComparison:
     task: str
-    n_shared: int
+    n_a: int
+    n_b: int
     mean_a: float
     mean_b: float
-    difference: Difference  # b - a
+    difference: Difference  # b - a, unadjusted
+    adjusted: Adjusted | None = None  # within the family of tasks (several tasks only)
 
 
 @dataclass
 class FileComparison:
-    """B minus A per task and overall; `paired` is False when no items were shared."""
+    """B minus A per task and overall."""
 
     a: ItemScores
     b: ItemScores
+    paired: bool
     tasks: list[TaskComparison]
     overall: Difference
     only_a: int
@@ -35,39 +46,57 @@ class FileComparison:
 
 
 def compare_item_scores(a: ItemScores, b: ItemScores, ci: float = 0.95) -> FileComparison:
-    """Paired differences on the items both files scored, per task and macro-averaged."""
+    """B - A per task (paired on shared items) and macro-averaged over tasks."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StatsWarning)
         result = _compare(a, b, ci)
-    result.warnings = [str(w.message) for w in caught if issubclass(w.category, StatsWarning)]
+    found = [str(w.message) for w in caught if issubclass(w.category, StatsWarning)]
+    result.warnings = list(dict.fromkeys(found))
     return result
 
 
 def _compare(a: ItemScores, b: ItemScores, ci: float) -> FileComparison:
-    index_a = {key: i for i, key in enumerate(a.keys())}
-    index_b = {key: i for i, key in enumerate(_keys_as_in(b, a))}
-    shared = [key for key in index_a if key in index_b]
-    only_a, only_b = len(index_a) - len(shared), len(index_b) - len(shared)
-    if only_a or only_b:
+    keys_a, keys_b = a.keys(), _keys_as_in(b, a)
+    index_a = {key: i for i, key in enumerate(keys_a)}
+    index_b = {key: i for i, key in enumerate(keys_b)}
+    shared = [key for key in keys_a if key in index_b]
+    paired = bool(shared)
+    if paired and len(shared) < max(len(keys_a), len(keys_b)):
         warnings.warn(
-            f"the files score different items ({only_a} only in A, {only_b} only in B); "
-            f"comparing the {len(shared)} shared items", StatsWarning, stacklevel=3)
-    if len(shared) < 2:
-        raise ValueError(
-            f"{a.path} and {b.path} share {len(shared)} item(s); a paired comparison needs "
-            "the same items (check that item ids match, e.g. doc_id)"
-        )
+            f"the files score different items ({len(keys_a) - len(shared)} only in A, "
+            f"{len(keys_b) - len(shared)} only in B); comparing the {len(shared)} shared items",
+            StatsWarning, stacklevel=3)
+    elif not paired:
+        warnings.warn("the files share no items: comparing them unpaired, which keeps the "
+                      "item-difficulty variance a paired comparison would cancel",
+                      StatsWarning, stacklevel=3)
     tasks = []
-    for task in dict.fromkeys(t for t, _ in shared):
-        keys = [k for k in shared if k[0] == task]
-        xa = a.scores[[index_a[k] for k in keys]]
-        xb = b.scores[[index_b[k] for k in keys]]
-        clusters = ([a.clusters[index_a[k]] for k in keys] if a.clusters else None)
-        diff = stats.paired_difference(xa, xb, clusters=clusters, ci=ci)
-        tasks.append(TaskComparison(task, len(keys), float(np.mean(xa)), float(np.mean(xb)), diff))
+    for task in dict.fromkeys(t for t, _ in (shared if paired else keys_a)):
+        if paired:
+            keys = [k for k in shared if k[0] == task]
+            xa, xb = a.scores[[index_a[k] for k in keys]], b.scores[[index_b[k] for k in keys]]
+            clusters = [a.clusters[index_a[k]] for k in keys] if a.clusters else None
+            diff = stats.paired_difference(xa, xb, clusters=clusters, ci=ci)
+        else:
+            xa = a.scores[[i for k, i in index_a.items() if k[0] == task]]
+            xb = b.scores[[i for k, i in index_b.items() if k[0] == task]]
+            if xb.size < 2 or xa.size < 2:
+                continue
+            diff = stats.unpaired_difference(xa, xb, ci=ci)
+        tasks.append(TaskComparison(task, xa.size, xb.size, float(np.mean(xa)),
+                                    float(np.mean(xb)), diff))
+    if not tasks:
+        raise ValueError(f"{a.path} and {b.path} have no task with 2 or more items in common; "
+                         "check that task names and item ids match")
+    if len(tasks) > 1:
+        for task, adjusted in zip(tasks, stats.adjust([t.difference for t in tasks],
+                                                       FAMILY_METHOD), strict=True):
+            task.adjusted = adjusted
     overall = tasks[0].difference if len(tasks) == 1 else stats.macro_average(
         [t.difference for t in tasks], ci=ci)
-    return FileComparison(a, b, tasks, overall, only_a, only_b)
+    shared_count = len(shared) if paired else 0
+    return FileComparison(a, b, paired, tasks, overall, len(keys_a) - shared_count,
+                          len(keys_b) - shared_count)
 
 
 def _keys_as_in(b: ItemScores, a: ItemScores) -> list[tuple[str, str]]:

@@ -18,21 +18,30 @@ def print_file_comparison(c: FileComparison, console: Console) -> None:
                   soft_wrap=True)
     console.print(f"B: {escape(c.b.path)} ({c.b.format}, metric {escape(c.b.metric)})",
                   soft_wrap=True)
-    table = Table(title="B - A on shared items: paired difference, 95% CI, p",
-                  title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("task", "items", "A", "B", "diff", "95% CI", "p", "corr"):
+    kind = "paired on shared items" if c.paired else "UNPAIRED (no shared items)"
+    family = ""
+    if any(t.adjusted for t in c.tasks):
+        example = next(t.adjusted for t in c.tasks if t.adjusted)
+        family = (f"Per-task CIs and p: Holm-adjusted over {example.family_size} tasks "
+                  f"({100 * example.ci_level:.3g}% CIs for a {100 * example.family_ci:.3g}% "
+                  "family level); macro: unadjusted.")
+    table = Table(title=f"B - A, {kind}: difference, CI, p", title_justify="left",
+                  box=box.SIMPLE_HEAD, caption=family or None, caption_justify="left")
+    ci_header = "adjusted CI" if family else f"{100 * c.overall.ci:.3g}% CI"
+    for column in ("task", "items", "A", "B", "diff", ci_header, "p", "corr"):
         if column == "task":
             table.add_column(column, overflow="fold")
         else:
             table.add_column(column, justify="right", no_wrap=True)
     for t in c.tasks:
-        d = t.difference
-        table.add_row(escape(t.task), str(t.n_shared), f"{t.mean_a:.3f}", f"{t.mean_b:.3f}",
+        d = t.adjusted.difference if t.adjusted else t.difference
+        n = str(t.n_a) if c.paired else f"{t.n_a}/{t.n_b}"
+        table.add_row(escape(t.task), n, f"{t.mean_a:.3f}", f"{t.mean_b:.3f}",
                       f"{d.estimate:+.3f}", f"[{d.low:+.3f}, {d.high:+.3f}]", f"{d.p_value:.2g}",
                       f"{d.correlation:.2f}")
     if len(c.tasks) > 1:
         d = c.overall
-        table.add_row("[bold]macro[/]", str(sum(t.n_shared for t in c.tasks)), "", "",
+        table.add_row("[bold]macro[/]", str(sum(t.n_a for t in c.tasks)), "", "",
                       f"{d.estimate:+.3f}", f"[{d.low:+.3f}, {d.high:+.3f}]", f"{d.p_value:.2g}",
                       "")
     console.print(table)
@@ -48,8 +57,13 @@ def file_comparison_dict(c: FileComparison) -> dict[str, Any]:
     return _json_safe({
         "a": {"path": c.a.path, "format": c.a.format, "metric": c.a.metric},
         "b": {"path": c.b.path, "format": c.b.format, "metric": c.b.metric},
-        "tasks": [{"task": t.task, "items": t.n_shared, "mean_a": t.mean_a, "mean_b": t.mean_b,
-                   "difference": diff(t.difference)} for t in c.tasks],
+        "paired": c.paired,
+        "tasks": [{"task": t.task, "items_a": t.n_a, "items_b": t.n_b, "mean_a": t.mean_a,
+                   "mean_b": t.mean_b, "difference": diff(t.difference),
+                   "adjusted": diff(t.adjusted.difference) if t.adjusted else None,
+                   "family": ({"method": t.adjusted.method, "size": t.adjusted.family_size}
+                              if t.adjusted else None)}
+                  for t in c.tasks],
         "overall": diff(c.overall),
         "only_a": c.only_a, "only_b": c.only_b, "warnings": c.warnings,
     })
