@@ -47,6 +47,7 @@ class Comparison:
     generalization: Generalization | None = None
     p_adjusted: float | None = None
     family: str = ""
+    power_note: str = ""  # power to detect the declared smallest effect, and seeds needed
     verdict: str = "inconclusive"
     reason: str = ""
 
@@ -165,7 +166,9 @@ def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
         comparison.reason = (f"needs at least 2 finished seeds per arm (have {len(a)} {control}, "
                              f"{len(b)} {variant})")
         return comparison
-    comparison.seeds = stats.welch([values[t.id] for t in a], [values[t.id] for t in b])
+    xa, xb = [values[t.id] for t in a], [values[t.id] for t in b]
+    comparison.seeds = stats.welch(xa, xb)
+    comparison.power_note = _power_note(xa, xb, hypothesis)
     seed_diffs = {t: d for t in tasks if (d := _welch_task(a, b, items, t)) is not None}
     item_diffs = {t: d for t in tasks if (d := _paired_task(a, b, items, t)) is not None}
     if item_diffs and hypothesis.source == "items":
@@ -175,6 +178,21 @@ def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
     comparison.per_task = {t: (seeds_adj.get(t), items_adj.get(t)) for t in tasks}
     comparison.generalization = _generalization(seed_diffs, hypothesis)
     return comparison
+
+
+def _power_note(a: list[float], b: list[float], hypothesis: Hypothesis) -> str:
+    """With a declared smallest effect: the power these seeds had to see it, and the seeds
+    per arm that 80% power needs (noncentral t, pooled seed SD)."""
+    delta = hypothesis.smallest_effect
+    sd = float(np.sqrt((np.var(a, ddof=1) * (len(a) - 1) + np.var(b, ddof=1) * (len(b) - 1))
+                       / (len(a) + len(b) - 2)))
+    if delta is None or not sd > 0:
+        return ""
+    n = min(len(a), len(b))
+    power = stats.power_two_sample(n, delta, sd=sd, alpha=hypothesis.alpha)
+    needed = stats.seeds_needed(delta, sd=sd, alpha=hypothesis.alpha, power=0.8)
+    return (f"power {power:.2f} to detect the smallest effect {delta:g} with {n} seeds per arm "
+            f"(seed SD {sd:.3g}); 80% power needs {needed} seeds per arm")
 
 
 def _family(diffs: dict[str, Difference]) -> dict[str, Adjusted]:
@@ -233,6 +251,8 @@ def _adjust_and_judge(comparisons: list[Comparison], hypothesis: Hypothesis) -> 
         comparison.family = family
         comparison.verdict, comparison.reason = _verdict(comparison.seeds, p, hypothesis,
                                                          len(tested) > 1)
+        if comparison.power_note and comparison.verdict == "inconclusive":
+            comparison.reason += f"; {comparison.power_note}"
 
 
 def _verdict(diff: Difference, p: float, hypothesis: Hypothesis, corrected: bool
