@@ -19,6 +19,7 @@ import torch
 
 from labcoat.errors import LabcoatError
 from labcoat.sdk import read_journal
+from labcoat.torch import Checkpointer, _layout
 from labcoat.workloads.tinylm import (
     MAX_LEN,
     TASKS,
@@ -387,7 +388,60 @@ def test_cli_bad_flag_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_importing_workloads_does_not_import_torch() -> None:
-    code = "import sys, labcoat.workloads; print(json.dumps('torch' in sys.modules))"
+    code = "import sys, labcoat, labcoat.workloads; print(json.dumps('torch' in sys.modules))"
     out = subprocess.run([sys.executable, "-c", "import json;" + code],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out) is False
+
+
+# --- checkpoints and exact resume (the subprocess kill tests are in tests/torch/test_resume.py) --
+
+
+def test_resuming_in_process_ends_where_an_uninterrupted_run_ends(tmp_path: Path) -> None:
+    cfg = Config(**{**TINY, "eval_every": 5}, steps=20, dropout=0.2, seed=2, threads=1)
+    reference = train(cfg)
+    with Checkpointer(tmp_path, every=5, keep_last=10) as ckpt:
+        train(cfg, checkpointer=ckpt)
+    for step, path in _layout.list_steps(tmp_path):
+        if step > 10:  # as if the run had died after saving step 10
+            _layout.delete(path)
+    random.seed(7)
+    expected_random = random.random()
+    random.seed(7)
+    with Checkpointer(tmp_path, every=5) as ckpt:
+        resumed = train(cfg, checkpointer=ckpt)
+        assert ckpt.restored_step == 10
+    assert random.random() == expected_random  # restoring RNGs left the caller's alone
+    assert resumed.losses == reference.losses and resumed.history == reference.history
+    assert resumed.scores == reference.scores
+    for (name, p), q in zip(reference.model.state_dict().items(),
+                            resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+
+
+def test_resuming_a_finished_run_only_evaluates_again(tmp_path: Path) -> None:
+    cfg = Config(**TINY, steps=4, threads=1)
+    with Checkpointer(tmp_path, every=2) as ckpt:
+        first = train(cfg, checkpointer=ckpt)
+    with Checkpointer(tmp_path, every=2) as ckpt:
+        again = train(cfg, checkpointer=ckpt)
+        assert ckpt.restored_step == 4
+    assert again.losses == first.losses and again.exact_match == first.exact_match
+
+
+def test_cli_checkpoint_flags(tmp_path: Path) -> None:
+    small = ["--steps", "4", "--width", "16", "--depth", "1", "--heads", "2",
+             "--batch-size", "8", "--threads", "1", "--eval-items", "2"]
+    proc = run_cli(tmp_path, *small, "--checkpoint-every", "-1")
+    assert proc.returncode == 2 and "--checkpoint-every -1 must be >= 0" in proc.stderr
+    ckpt = tmp_path / "ckpt"
+    proc = run_cli(tmp_path, *small, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in sorted(ckpt.iterdir())] == ["step-00000002", "step-00000004"]
+    # the same directory with another model: one clear line, no traceback, nothing overwritten
+    proc = run_cli(tmp_path, *[a if a != "16" else "32" for a in small],
+                   "--checkpoint-dir", str(ckpt))
+    assert proc.returncode == 1
+    assert "cannot restore 'model' from checkpoint" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert [p.name for p in sorted(ckpt.iterdir())] == ["step-00000002", "step-00000004"]

@@ -2,6 +2,8 @@
 
 - one eval, one model (items): eval_mean, resampled_mean, bernoulli_se
 - two models on the same items: paired_difference; different items: unpaired_difference
+- runs x tasks (rliable's aggregates, far faster): interval_estimates (IQM, mean, median,
+  optimality gap; stratified bootstrap), probability_of_improvement, performance_profile
 - runs (seeds): mean_interval, welch, paired_t, permutation_test, mann_whitney, hedges_g,
   compare_curves (one number per run, never steps as samples)
 - planning: items_needed, minimum_detectable_effect, seeds_needed, power_two_sample
@@ -10,6 +12,14 @@
 - warnings that qualify a result: StatsWarning
 """
 
+from labcoat.stats._aggregates import (
+    aggregate_iqm,
+    aggregate_mean,
+    aggregate_median,
+    aggregate_optimality_gap,
+    aggregate_probability_of_improvement,
+)
+from labcoat.stats._bootstrap import interval_estimates, probability_of_improvement
 from labcoat.stats._checks import StatsWarning
 from labcoat.stats._curves import compare_curves, summarize_curves
 from labcoat.stats._generalize import Generalization, generalization
@@ -40,6 +50,7 @@ from labcoat.stats._power import (
     seeds_needed,
     seeds_needed_from_pilot,
 )
+from labcoat.stats._profiles import Profile, performance_profile
 from labcoat.stats._seeds import mean_interval, paired_t, welch
 from labcoat.stats._tests import (
     MannWhitneyResult,
@@ -60,9 +71,15 @@ __all__ = [
     "MetaAnalysis",
     "PermutationResult",
     "PilotVariances",
+    "Profile",
     "ResampledMean",
     "StatsWarning",
     "adjust",
+    "aggregate_iqm",
+    "aggregate_mean",
+    "aggregate_median",
+    "aggregate_optimality_gap",
+    "aggregate_probability_of_improvement",
     "benjamini_hochberg",
     "bernoulli_se",
     "bonferroni",
@@ -73,6 +90,7 @@ __all__ = [
     "generalization",
     "hedges_g",
     "holm",
+    "interval_estimates",
     "items_needed",
     "items_needed_from_pilot",
     "macro_average",
@@ -81,9 +99,11 @@ __all__ = [
     "minimum_detectable_effect",
     "paired_difference",
     "paired_t",
+    "performance_profile",
     "permutation_test",
     "pilot_variances",
     "power_two_sample",
+    "probability_of_improvement",
     "random_effects",
     "resampled_mean",
     "seeds_needed",

@@ -11,6 +11,11 @@ initialization, data order and dropout. Use it from Python::
 or from the shell (reports through the labcoat SDK)::
 
     python -m labcoat.workloads.tinylm --warmup 100 --seed 1
+
+Runs survive being killed: with a checkpoint directory (``--checkpoint-dir``
+or ``$LABCOAT_CHECKPOINT_DIR``; in Python ``train(cfg, checkpointer=...)``)
+a restarted run resumes from its newest verified checkpoint and ends
+bit-identical to an uninterrupted one, having logged the same values.
 """
 
 from labcoat.workloads.tinylm._model import TinyLM
@@ -33,6 +38,7 @@ from labcoat.workloads.tinylm._train import (
     Config,
     TrainResult,
     build_model,
+    build_optimizer,
     evaluate,
     exact_match,
     greedy_decode,
@@ -53,6 +59,7 @@ __all__ = [
     "TrainResult",
     "TrainStream",
     "build_model",
+    "build_optimizer",
     "collate",
     "decode",
     "derive_seed",

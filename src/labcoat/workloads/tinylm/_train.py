@@ -7,6 +7,11 @@ Three independent RNG streams, each derived from ``seed`` unless given:
   ``torch.random.fork_rng`` so the caller's RNG state is left untouched.
 Changing one seed changes only its stream. With deterministic algorithms on
 and a fixed thread count, a run is bit-for-bit reproducible on CPU.
+
+Resuming (``train(..., checkpointer=...)``) keeps that promise across a
+kill: checkpoints hold the weights, AdamW's moments, the data RNG, the
+dropout RNG and the results so far. The init generator is not saved: it is
+used up before the first step, and the weights it drew are in the checkpoint.
 """
 
 from __future__ import annotations
@@ -14,16 +19,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from labcoat.errors import LabcoatError
 from labcoat.sdk import Run
+from labcoat.torch import Checkpointer
 from labcoat.workloads.tinylm._model import TinyLM
 from labcoat.workloads.tinylm._tasks import (
     EOS_ID,
@@ -269,7 +277,8 @@ def _torch_settings(cfg: Config) -> Iterator[None]:
 
 
 def train(cfg: Config, run: Run | None = None, *,
-          echo: Callable[[str], None] | None = None) -> TrainResult:
+          echo: Callable[[str], None] | None = None,
+          checkpointer: Checkpointer | None = None) -> TrainResult:
     """Train a TinyLM on the task mixture and evaluate it on the fixed held-out set.
 
     run: where to report (None: no logging). Logged per step: ``loss``,
@@ -277,20 +286,34 @@ def train(cfg: Config, run: Run | None = None, *,
         ``exact_match`` (macro mean), ``exact_match/<task>``, and per-item
         scores via ``run.log_items``. Steps count optimizer updates, 1..steps.
     echo: called with a short progress line about every 10% of training.
+    checkpointer: if given (unused, not yet restored), training resumes from
+        its newest verified checkpoint and saves when it says so. It tracks
+        the model, the optimizer, the data stream's RNG and position, the
+        dropout RNG (torch's global one) and the losses and evals so far, so a
+        run killed at any moment and resumed ends bit-identical to an
+        uninterrupted one and logs the same values at every step (on CPU).
+        The caller closes it (it waits for the last background write).
     """
-    start = time.perf_counter()
+    started = time.perf_counter()
     eval_set = make_eval_set(cfg.eval_items, cfg.tasks)
     stream = TrainStream(cfg.seed_for("data"), eval_set.held_out(), cfg.tasks)
-    with _torch_settings(cfg), torch.random.fork_rng(devices=[]):
+    with _torch_settings(cfg), torch.random.fork_rng(devices=[]), _global_rngs_kept():
         model = build_model(cfg)
         optimizer = build_optimizer(model, cfg)
         torch.manual_seed(cfg.seed_for("dropout"))  # dropout is the only global-RNG consumer
-        losses: list[float] = []
-        history: dict[int, float] = {}
+        # Everything train() returns besides the model, so a resumed run returns it whole.
+        progress: dict[str, Any] = {"losses": [], "history": {}}
+        first = 1
+        if checkpointer is not None:
+            checkpointer.track(model=model, optimizer=optimizer, data_rng=stream._rng,
+                               data_position=_StreamPosition(stream), progress=progress)
+            first = checkpointer.restore() + 1  # also restores the dropout RNG
+        losses: list[float] = progress["losses"]
+        history: dict[int, float] = progress["history"]
         scores: dict[str, torch.Tensor] = {}
         report_every = max(1, cfg.steps // 10)
         model.train()
-        for step in range(1, cfg.steps + 1):
+        for step in range(first, cfg.steps + 1):
             lr = learning_rate(step, cfg)
             loss = _train_step(model, optimizer, stream, cfg, lr)
             losses.append(loss)
@@ -302,13 +325,46 @@ def train(cfg: Config, run: Run | None = None, *,
             if echo is not None and (step % report_every == 0 or step == cfg.steps):
                 em = f" exact_match {history[step]:.3f}" if step in history else ""
                 echo(f"step {step}/{cfg.steps} loss {loss:.4f} lr {lr:.2e}{em} "
-                     f"({time.perf_counter() - start:.1f}s)")
+                     f"({time.perf_counter() - started:.1f}s)")
+            if checkpointer is not None and checkpointer.should_save(step):
+                checkpointer.save(step)
+        if not scores:  # resumed from a checkpoint of the last step: evaluate it again
+            scores = evaluate(model, eval_set)
+            history[cfg.steps] = _log_eval(run, cfg.steps, scores, eval_set)
     accuracy = {task: s.sum().item() / len(s) for task, s in scores.items()}
     return TrainResult(
         config=cfg, model=model, accuracy=accuracy, exact_match=history[cfg.steps],
         scores={task: s.tolist() for task, s in scores.items()}, item_ids=eval_set.ids,
-        losses=losses, history=history, seconds=time.perf_counter() - start,
+        losses=losses, history=history, seconds=time.perf_counter() - started,
     )
+
+
+class _StreamPosition:
+    """A TrainStream's position, for the Checkpointer.
+
+    The stream is a function of its RNG alone, so the RNG's state (tracked as
+    ``data_rng``) is the position; the count of skipped eval items rides along.
+    """
+
+    def __init__(self, stream: TrainStream) -> None:
+        self.stream = stream
+
+    def state_dict(self) -> dict[str, int]:
+        return {"skipped": self.stream.skipped}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.stream.skipped = int(state["skipped"])
+
+
+@contextlib.contextmanager
+def _global_rngs_kept() -> Iterator[None]:
+    """Leave Python's and NumPy's global RNGs as they were (restoring a checkpoint sets them)."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
 
 
 def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainStream,

@@ -1,0 +1,555 @@
+"""`Checkpointer`: verified, asynchronous checkpoints of everything a run needs to continue exactly.
+
+    from labcoat.torch import Checkpointer
+
+    ckpt = Checkpointer(run=run)          # directory: $LABCOAT_CHECKPOINT_DIR, else ./checkpoints
+    ckpt.track(model=model, optimizer=opt, scheduler=sched, data_rng=rng, state=progress)
+    start = ckpt.restore()                # newest verified checkpoint's step, 0 if none
+    for step in range(start + 1, steps + 1):
+        ...                               # one training step
+        if ckpt.should_save(step):
+            ckpt.save(step)               # snapshot now, write in the background
+    ckpt.close()                          # wait for the last write; raises if a save failed
+
+What is saved: every tracked object (anything with ``state_dict`` /
+``load_state_dict``, e.g. modules, optimizers, LR schedulers, grad scalers;
+explicit generators: ``torch.Generator``, ``random.Random``, NumPy
+``Generator`` / ``RandomState``; and dicts of plain user state, restored in
+place), plus the global RNGs (Python ``random``, NumPy's global, torch CPU
+and every CUDA device). The data position is whatever determines the next
+batch: track the data RNG, the loader's ``state_dict``, or put an index in
+the user state. One process writes a directory; the layout is in `_layout`.
+
+Saving: ``save`` copies the state to CPU memory on the calling (training)
+thread (helped by the idle writer thread; the copies are reused, see
+`_snapshot`), then the writer thread serializes it, fsyncs, reads it back
+from the device to check its SHA-256, and writes the manifest last. At most
+one save is in flight: ``save`` first waits for the previous one, and that
+wait counts as training stall (``stall_s``, the cost C of the interval
+policy in `_interval`). ``asynchronous=False`` does it all in ``save``. A
+failed save (e.g. ``OSError: No space left on device``) leaves no loadable
+checkpoint, is logged as ``checkpoint.failed`` at once, and raises
+`CheckpointError` from the next ``save`` or ``close``.
+
+Journal events (through ``run.event`` when a run is given; else Python logging):
+    checkpoint.saved     info     step, path, bytes, sha256, verified, stall_s, wait_s,
+                                  write_s, asynchronous, policy (see `Policy`)
+    checkpoint.restored  info     step, path, bytes, sha256, fallback_reason, skipped
+    checkpoint.fresh_start info/warning  directory, skipped (nothing usable to restore)
+    checkpoint.corrupt   warning  step, path, reason (skipped by restore)
+    checkpoint.deleted   debug    step, path, reason (retention, corrupt, incomplete)
+    checkpoint.failed    error    step, path, stage, error
+
+Environment (set by the runner; see labcoat.environment):
+    LABCOAT_CHECKPOINT_DIR    default checkpoint directory of the trial (shared by its attempts)
+    LABCOAT_MTBF_SECONDS      mean time between failures for the interval policy (default 24 h)
+    LABCOAT_CHECKPOINT_FAULT  fault injection for tests and chaos runs: ``exit-mid-write@STEP``
+                              ends the process (exit code 137, as SIGKILL) partway through
+                              writing the checkpoint of STEP
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+import os
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labcoat import environment as env
+from labcoat.sdk import Run
+from labcoat.torch import _layout, _rng
+from labcoat.torch._errors import CheckpointError
+from labcoat.torch._files import HashingWriter
+from labcoat.torch._interval import (
+    DEFAULT_MTBF_S,
+    DEFAULT_OVERHEAD_BUDGET,
+    IntervalPolicy,
+    Policy,
+)
+from labcoat.torch._snapshot import Snapshotter, check_plain
+
+CHECKPOINT_DIR_ENV = env.CHECKPOINT_DIR
+MTBF_ENV = env.MTBF
+FAULT_ENV = "LABCOAT_CHECKPOINT_FAULT"  # fault injection; see the module doc
+FAULT_EXIT_CODE = 137  # what a shell reports for SIGKILL
+
+STATE_DICT = "state_dict"  # kind of tracked objects with state_dict / load_state_dict
+USER_DICT = "dict"  # kind of tracked plain-data dicts, restored in place
+
+_log = logging.getLogger("labcoat.torch")
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+               "error": logging.ERROR}
+
+
+@dataclass(kw_only=True, frozen=True)
+class CheckpointConfig:
+    """A Checkpointer's settings (``ckpt.config``), validated when built."""
+
+    directory: Path  # where step-NNNNNNNN/ checkpoint directories go
+    keep_last: int = 2  # keep the newest k verified checkpoints (>= 1; 2 leaves a fallback)
+    keep_every: int | None = None  # also keep checkpoints at multiples of m steps, forever
+    every: int | None = None  # save every N steps (at multiples of N); None: Young/Daly policy
+    asynchronous: bool = True  # write in a background thread (False: save blocks until written)
+    overhead_budget: float = DEFAULT_OVERHEAD_BUDGET  # max fraction of time spent stalled saving
+    mtbf_s: float = DEFAULT_MTBF_S  # mean time between failures, seconds (policy input)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if _bad_int(self.keep_last, minimum=1):
+            problems.append(f"keep_last={self.keep_last!r} must be an integer >= 1")
+        for name in ("keep_every", "every"):
+            value = getattr(self, name)
+            if value is not None and _bad_int(value, minimum=1):
+                problems.append(f"{name}={value!r} must be None or an integer >= 1")
+        if not 0 < self.overhead_budget <= 1:
+            problems.append(f"overhead_budget={self.overhead_budget!r} must be in (0, 1]")
+        if not (self.mtbf_s > 0 and math.isfinite(self.mtbf_s)):
+            problems.append(f"mtbf_s={self.mtbf_s!r} must be a positive number of seconds")
+        if problems:
+            raise CheckpointError("invalid Checkpointer settings: " + "; ".join(problems))
+
+
+@dataclass
+class _Job:
+    """One save: the snapshot to write and what the training thread measured."""
+
+    step: int
+    state: dict[str, Any] | None
+    manifest: dict[str, Any]
+    started: float  # perf_counter when save() was called
+    wait_s: float = 0.0
+    stall_s: float = 0.0
+
+
+class Checkpointer:
+    """Saves and restores verified checkpoints of tracked training state; see the module doc.
+
+    directory: default ``$LABCOAT_CHECKPOINT_DIR``, else ``./checkpoints``.
+    run: the labcoat run to log events to (None: Python logging only).
+    mtbf_s: default ``$LABCOAT_MTBF_SECONDS``, else 24 h. Other settings: see
+    `CheckpointConfig`.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        run: Run | None = None,
+        keep_last: int = 2,
+        keep_every: int | None = None,
+        every: int | None = None,
+        asynchronous: bool = True,
+        overhead_budget: float = DEFAULT_OVERHEAD_BUDGET,
+        mtbf_s: float | None = None,
+    ) -> None:
+        directory = directory or os.environ.get(CHECKPOINT_DIR_ENV) or "checkpoints"
+        self.config = CheckpointConfig(
+            directory=Path(directory).absolute(), keep_last=keep_last, keep_every=keep_every,
+            every=every, asynchronous=asynchronous, overhead_budget=overhead_budget,
+            mtbf_s=_mtbf_from_env() if mtbf_s is None else mtbf_s,
+        )
+        self.directory = self.config.directory
+        self.run = run
+        self.restored_step: int | None = None  # set by restore()
+        self._tracked: dict[str, tuple[str, Any]] = {}
+        self._policy = IntervalPolicy(every=every, mtbf_s=self.config.mtbf_s,
+                                      overhead_budget=overhead_budget)
+        # One writer thread, kept for the run: at most one save is in flight, and while
+        # none is, the snapshot borrows the thread to copy in parallel.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="labcoat-checkpoint")
+        self._snapshotter = Snapshotter(helper=self._writer)
+        self._fault_step = _fault_from_env()
+        self._event_lock = threading.Lock()
+        self._inflight: Future[None] | None = None
+        self._failure: tuple[int, Path, BaseException] | None = None
+        self._rejected: set[Path] = set()  # checkpoints restore() found corrupt
+        self._foreign: set[Path] = set()  # checkpoints of a newer format: skipped, never deleted
+        self._restore_called = False
+        self._saved_any = False
+        self._closed = False
+
+    # --- public API ------------------------------------------------------------------------------
+
+    def track(self, **objects: Any) -> None:
+        """Register what to save under a name: ``ckpt.track(model=m, optimizer=opt, ...)``.
+
+        Accepted: objects with ``state_dict``/``load_state_dict``; ``torch.Generator``,
+        ``random.Random``, ``numpy.random.Generator``/``RandomState``; dicts of plain
+        data (tensors, numbers, strings, None, lists/tuples/dicts of them), which
+        restore updates in place. Names are identifiers and fixed for the run.
+        """
+        if self._restore_called or self._saved_any:
+            raise CheckpointError("track() everything before restore() and the first save()")
+        for name, obj in objects.items():
+            if name in self._tracked:
+                raise CheckpointError(f"{name!r} is already tracked; use one name per object")
+            self._tracked[name] = (_kind(name, obj), obj)
+
+    def restore(self) -> int:
+        """Load the newest verified checkpoint into the tracked objects and the global RNGs.
+
+        Returns its step (0 if there is none: start from scratch). A checkpoint
+        that fails verification (no manifest, size or SHA-256 mismatch, not
+        loadable with weights_only) is skipped with a ``checkpoint.corrupt``
+        event and the previous one is tried. A verified checkpoint that does not
+        fit the tracked objects raises `CheckpointError` (never a silent restart).
+        """
+        self._check_open("restore")
+        if self._restore_called or self._saved_any:
+            raise CheckpointError("restore() must be called once, before the first save()")
+        if not self._tracked:
+            raise CheckpointError("nothing to restore into: call ckpt.track(model=..., ...) first")
+        self._restore_called = True
+        skipped: list[dict[str, Any]] = []
+        for step, path in reversed(_layout.list_steps(self.directory)):
+            try:
+                manifest, state = _layout.read_verified(path)
+            except _layout.Corrupt as bad:
+                (self._rejected if bad.deletable else self._foreign).add(path)
+                skipped.append({"step": step, "path": str(path), "reason": bad.reason})
+                self._event("checkpoint.corrupt", f"skipping checkpoint {path}: {bad.reason}",
+                            level="warning", step=step, path=str(path), reason=bad.reason)
+                continue
+            self._apply(state, path)
+            self._policy.last_saved = step
+            self._policy.load_measurements(manifest.get("policy"))
+            fallback = "; ".join(f"{s['path']}: {s['reason']}" for s in skipped) or None
+            meta = manifest["files"][_layout.STATE]
+            self._event("checkpoint.restored", f"resuming from step {step} ({path})"
+                        + (f" after skipping {len(skipped)}" if skipped else ""),
+                        step=step, path=str(path), bytes=meta["bytes"], sha256=meta["sha256"],
+                        fallback_reason=fallback, skipped=skipped)
+            self.restored_step = step
+            return step
+        self._event("checkpoint.fresh_start",
+                    f"no verified checkpoint in {self.directory}"
+                    + (f" ({len(skipped)} skipped)" if skipped else "") + "; starting at step 0",
+                    level="warning" if skipped else "info", step=0,
+                    directory=str(self.directory), skipped=skipped)
+        self.restored_step = 0
+        return 0
+
+    def should_save(self, step: int) -> bool:
+        """Whether to save at `step`; call it once per step (it also measures the step time)."""
+        self._policy.saw_step(_check_step(step, "should_save"))
+        return self._policy.due(step)
+
+    @property
+    def policy(self) -> Policy:
+        """The current interval and its reasoning (C, MTBF, step time, which bound applies)."""
+        return self._policy.current()
+
+    def save(self, step: int) -> None:
+        """Checkpoint the tracked state as of `step`.
+
+        Asynchronous (default): returns once the state is copied to CPU memory;
+        modifying parameters afterwards does not affect what is written. Raises
+        `CheckpointError` if the previous save failed, or if the state holds
+        something that is not plain data (naming it).
+        """
+        started = time.perf_counter()
+        self._check_open("save")
+        step = _check_step(step, "save")
+        self._wait()
+        self._raise_failure()
+        waited = time.perf_counter() - started
+        if not self._saved_any and not self._restore_called:
+            self._refuse_existing()
+        self._saved_any = True
+        parts = {name: self._state_of(kind, obj) for name, (kind, obj) in self._tracked.items()}
+        if self.config.asynchronous:
+            parts = self._snapshotter.copy(parts)
+        else:
+            check_plain(parts)  # written before anything can change it: no copy needed
+        state = {
+            "format": _layout.FORMAT, "version": _layout.VERSION, "step": step,
+            "tracked": {name: {"kind": self._tracked[name][0], "state": s}
+                        for name, s in parts.items()},
+            "rng": _rng.capture_global(),
+        }
+        manifest = {"tracked": {name: {"kind": kind, "type": _type_name(obj)}
+                                for name, (kind, obj) in self._tracked.items()}}
+        job = _Job(step, state, manifest, started, wait_s=waited)
+        if not self.config.asynchronous:
+            self._write(job)
+            self._raise_failure()
+            return
+        job.stall_s = time.perf_counter() - started
+        self._policy.saved(step, job.stall_s)
+        self._inflight = self._writer.submit(self._write, job)
+
+    def wait(self) -> None:
+        """Block until the in-flight save is written; raise `CheckpointError` if it failed."""
+        self._wait()
+        self._raise_failure()
+
+    def close(self) -> None:
+        """Wait for the in-flight save; raise `CheckpointError` if any save failed."""
+        if self._closed:
+            return
+        self._wait()
+        self._writer.shutdown()
+        self._closed = True
+        self._raise_failure()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except CheckpointError as err:  # keep the original error; mention this one with it
+            exc.add_note(f"also: {err}")
+
+    # --- the background write ------------------------------------------------------------------
+
+    def _write(self, job: _Job) -> None:
+        """Write, verify, log and apply retention (runs on the writer thread when asynchronous)."""
+        start = time.perf_counter()
+        path = _layout.step_dir(self.directory, job.step)
+        stage = "write"
+        try:
+            job.manifest["policy"] = self._policy.measurements()  # seeds a resumed run's policy
+            written = _layout.write(self.directory, job.step, job.state, job.manifest,
+                                    self._fault_writer(job.step))
+            job.state = None  # release the snapshot
+            self._rejected.discard(path)
+            self._foreign.discard(path)  # if it was one, it is ours now
+            write_s = time.perf_counter() - start
+            self._policy.wrote(write_s)
+            if not self.config.asynchronous:
+                job.stall_s = time.perf_counter() - job.started
+                self._policy.saved(job.step, job.stall_s)
+            stage = "log"
+            self._event(
+                "checkpoint.saved", f"checkpoint of step {job.step} written and verified",
+                step=job.step, path=str(path), bytes=written.digest.bytes,
+                sha256=written.digest.sha256, verified=True, stall_s=job.stall_s,
+                wait_s=job.wait_s, write_s=write_s, asynchronous=self.config.asynchronous,
+                policy=self._policy.current().as_dict(),
+            )
+            stage = "retention"
+            self._retain(job.step)
+        except Exception as err:  # noqa: BLE001 - stored and raised by the next save()/close()
+            job.state = None
+            self._fail(job.step, path, stage, err)
+
+    def _fail(self, step: int, path: Path, stage: str, err: Exception) -> None:
+        if stage == "write":  # nothing partial may stay loadable (it would fail its hash anyway)
+            try:
+                if path.exists():
+                    _layout.delete(path)
+            except OSError as cleanup:
+                err.add_note(f"removing the partial checkpoint {path} also failed: {cleanup}")
+        self._failure = (step, path, err)
+        try:
+            self._event("checkpoint.failed", f"checkpoint of step {step} failed at {stage}: "
+                        f"{type(err).__name__}: {err}", level="error", step=step,
+                        path=str(path), stage=stage, error=f"{type(err).__name__}: {err}")
+        except Exception as log_err:  # noqa: BLE001 - the failure itself is still raised later
+            err.add_note(f"logging this failure also failed: {log_err}")
+
+    def _fault_writer(self, step: int) -> Any:
+        if self._fault_step != step:
+            return lambda w: w
+        return _ExitMidWrite
+
+    def _retain(self, newest: int) -> None:
+        """Keep the last `keep_last` and every `keep_every`-th verified checkpoint up to `newest`;
+        delete older ones, and corrupt or incomplete leftovers, now that `newest` is verified."""
+        entries = _layout.list_steps(self.directory)
+        complete = [s for s, p in entries if s <= newest and _layout.has_manifest(p)
+                    and p not in self._rejected and p not in self._foreign]
+        keep = {newest, *complete[-self.config.keep_last:]}
+        if self.config.keep_every:
+            keep.update(s for s in complete if s % self.config.keep_every == 0)
+        for step, path in entries:
+            if path in self._foreign:
+                continue
+            if path in self._rejected:
+                reason = "corrupt"
+            elif not _layout.has_manifest(path):
+                reason = "incomplete"
+            elif step > newest or step in keep:
+                continue  # a newer verified checkpoint is not ours to judge
+            else:
+                reason = "retention"
+            _layout.delete(path)
+            self._rejected.discard(path)
+            self._event("checkpoint.deleted", f"deleted checkpoint {path} ({reason})",
+                        level="debug", step=step, path=str(path), reason=reason)
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _state_of(self, kind: str, obj: Any) -> Any:
+        if kind == STATE_DICT:
+            return obj.state_dict()
+        if kind == USER_DICT:
+            return obj
+        return _rng.get_state(obj)
+
+    def _apply(self, state: dict[str, Any], path: Path) -> None:
+        saved = state["tracked"]
+        if set(saved) != set(self._tracked):
+            raise CheckpointError(
+                f"checkpoint {path} holds {sorted(saved)} but this run tracks "
+                f"{sorted(self._tracked)}; track the same names as the run that saved it "
+                "(or start over in an empty checkpoint directory)")
+        for name, (kind, obj) in self._tracked.items():
+            entry = saved[name]
+            if entry.get("kind") != kind:
+                raise CheckpointError(f"checkpoint {path} saved {name!r} as {entry.get('kind')!r} "
+                                      f"but it is tracked as {kind!r} now")
+            try:
+                if kind == STATE_DICT:
+                    obj.load_state_dict(entry["state"])
+                elif kind == USER_DICT:
+                    obj.clear()
+                    obj.update(entry["state"])
+                else:
+                    _rng.set_state(obj, entry["state"])
+            except Exception as err:
+                raise CheckpointError(
+                    f"cannot restore {name!r} from checkpoint {path}: {type(err).__name__}: "
+                    f"{err}; build it the same way as the run that saved it") from err
+        _rng.restore_global(state["rng"])
+
+    def _refuse_existing(self) -> None:
+        existing = [s for s, p in _layout.list_steps(self.directory) if _layout.has_manifest(p)]
+        if existing:
+            raise CheckpointError(
+                f"{self.directory} already holds checkpoints (newest: step {existing[-1]}); call "
+                "ckpt.restore() before the first save() to resume from them, or use an empty "
+                "directory to start over")
+
+    def _wait(self) -> None:
+        if self._inflight is not None:
+            self._inflight.result()  # _write stores its errors; this returns once it is done
+            self._inflight = None
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            step, path, err = self._failure
+            self._failure = None
+            raise CheckpointError(f"saving the checkpoint of step {step} to {path} failed: "
+                                  f"{type(err).__name__}: {err}") from err
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise CheckpointError(f"{what}() after close(); create a new Checkpointer")
+
+    def _event(self, event: str, message: str, *, level: str = "info", step: int | None = None,
+               **data: Any) -> None:
+        if self.run is None:
+            _log.log(_LOG_LEVELS[level], "%s: %s", event, message)
+            return
+        # Written from the writer thread too; the lock makes that safe even with a journal
+        # writer that is not thread-safe itself.
+        with self._event_lock:
+            self.run.event(event, message, level=level, step=step, **data)
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The verified contents of a checkpoint, without tracked objects to load them into.
+
+    path: one checkpoint (``.../step-00000040``) or a checkpoint directory (its
+    newest checkpoint that verifies). Returns ``{"step", "path", "tracked":
+    {name: state}, "rng": {...}}``, e.g. ``load_checkpoint(d)["tracked"]["model"]``
+    is the model's state_dict. Raises `CheckpointError` with the reason if
+    nothing verifies.
+    """
+    path = Path(path)
+    candidates = ([(0, path)] if _layout.has_manifest(path) or path.name.startswith("step-")
+                  else list(reversed(_layout.list_steps(path))))
+    reasons = []
+    for _, candidate in candidates:
+        try:
+            _, state = _layout.read_verified(candidate)
+        except _layout.Corrupt as bad:
+            reasons.append(f"{candidate}: {bad.reason}")
+            continue
+        return {"step": state["step"], "path": str(candidate), "rng": state["rng"],
+                "tracked": {name: entry["state"] for name, entry in state["tracked"].items()}}
+    raise CheckpointError(f"no verified checkpoint at {path}"
+                          + (": " + "; ".join(reasons) if reasons else ""))
+
+
+class _ExitMidWrite:
+    """Fault injection: end the process after the first bytes of the state file are on disk."""
+
+    def __init__(self, inner: HashingWriter) -> None:
+        self.inner = inner
+
+    def write(self, data: bytes) -> int:
+        self.inner.write(data[: max(1, len(data) // 2)])
+        self.inner.flush()
+        os.fsync(self.inner.file.fileno())
+        os._exit(FAULT_EXIT_CODE)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+
+def _kind(name: str, obj: Any) -> str:
+    if not name.isidentifier():
+        raise CheckpointError(f"track name {name!r} must be a Python identifier")
+    kind = _rng.generator_kind(obj)
+    if kind is not None:
+        return kind
+    if isinstance(obj, dict):
+        return USER_DICT
+    if callable(getattr(obj, "state_dict", None)) and callable(
+            getattr(obj, "load_state_dict", None)):
+        return STATE_DICT
+    raise CheckpointError(
+        f"cannot track {name}={type(obj).__name__}: pass an object with state_dict() and "
+        "load_state_dict() (module, optimizer, scheduler...), a torch.Generator, random.Random, "
+        "numpy Generator/RandomState, or a dict of plain state")
+
+
+def _type_name(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _check_step(step: Any, where: str) -> int:
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise CheckpointError(f"{where}(step): step must be a non-negative integer, got {step!r}")
+    return int(step)
+
+
+def _bad_int(value: Any, *, minimum: int) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int) or value < minimum
+
+
+def _mtbf_from_env() -> float:
+    raw = os.environ.get(MTBF_ENV)
+    if not raw:
+        return DEFAULT_MTBF_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise CheckpointError(f"{MTBF_ENV}={raw!r} must be a positive number of seconds")
+    return value
+
+
+def _fault_from_env() -> int | None:
+    raw = os.environ.get(FAULT_ENV)
+    if not raw:
+        return None
+    match = re.fullmatch(r"exit-mid-write@(\d+)", raw.strip())
+    if match is None:
+        raise CheckpointError(f"{FAULT_ENV}={raw!r} is not a known fault; the one supported "
+                              "is exit-mid-write@STEP")
+    return int(match.group(1))
