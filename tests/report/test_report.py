@@ -130,3 +130,27 @@ def test_per_task_family_and_pooled_effect_match_statsmodels(finished):
 def _diff(per_arm):
     return (np.mean([np.mean(v) for v in per_arm["better"].values()])
             - np.mean([np.mean(v) for v in per_arm["base"].values()]))
+
+
+def test_runs_by_tasks_aggregates_and_improvement_match_scipy(finished):
+    report, items = finished
+    per = defaultdict(lambda: defaultdict(list))  # (arm, trial) -> task -> scores
+    for row in items:
+        per[(row["arm"], row["trial"])][row["task"]].append(row["score"])
+    tasks = sorted({row["task"] for row in items})
+    matrix = {arm: np.array([[np.mean(per[key][t]) for t in tasks]
+                             for key in sorted(per) if key[0] == arm])
+              for arm in ("base", "better")}
+    arms = {a["arm"]: a for a in report["arms"]}
+    for arm, x in matrix.items():
+        aggregates = arms[arm]["aggregates"]
+        assert aggregates["iqm"]["point"] == pytest.approx(sps.trim_mean(x.ravel(), 0.25))
+        assert aggregates["median"]["point"] == pytest.approx(np.median(x.mean(axis=0)))
+        assert aggregates["optimality_gap"]["point"] == pytest.approx(
+            1 - np.mean(np.minimum(x, 1)))
+        low, high = aggregates["mean"]["low"], aggregates["mean"]["high"]
+        assert low < aggregates["mean"]["point"] < high
+    superiority = [sps.mannwhitneyu(matrix["better"][:, j], matrix["base"][:, j]).statistic
+                   / (len(matrix["better"]) * len(matrix["base"])) for j in range(len(tasks))]
+    improvement = report["comparisons"][0]["improvement"]
+    assert improvement["point"] == pytest.approx(np.mean(superiority))

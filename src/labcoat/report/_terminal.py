@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from labcoat.report._analysis import MACRO, Analysis, Comparison
+from labcoat.report._analysis import AGGREGATES, MACRO, Analysis, Comparison
 from labcoat.stats import Adjusted, Difference, Interval
 
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
@@ -33,10 +33,18 @@ def print_report(analysis: Analysis, console: Console) -> None:
     console.print(f"  predicted: {h.direction} vs {escape(analysis.control or '?')}, "
                   f"alpha={h.alpha:g}\n", soft_wrap=True)
     console.print(_arms_table(analysis))
+    if any(arm.aggregates for arm in analysis.arms):
+        console.print(_aggregates_table(analysis))
     for comparison in analysis.comparisons:
         if comparison.seeds is not None:
             console.print(_comparison_table(comparison, analysis))
     for comparison in analysis.comparisons:
+        poi = comparison.improvement
+        if poi is not None:
+            console.print(f"P({escape(comparison.variant)} run beats {escape(comparison.control)}"
+                          f" run on a task) = {poi.point:.2f} [{poi.low:.2f}, {poi.high:.2f}] "
+                          "(Mann-Whitney, averaged over tasks; 0.5 = no difference)",
+                          soft_wrap=True)
         g = comparison.generalization
         if g is not None:
             console.print(f"Across tasks, {escape(comparison.variant)} vs "
@@ -63,6 +71,18 @@ def _arms_table(analysis: Analysis) -> Table:
                   *[_interval(arm.overall) for arm in analysis.arms])
     for task in analysis.tasks:
         table.add_row(escape(task), *[_interval(arm.per_task.get(task)) for arm in analysis.arms])
+    return table
+
+
+def _aggregates_table(analysis: Analysis) -> Table:
+    table = Table(title="aggregates over runs x tasks (Agarwal et al. 2021): stratified bootstrap,"
+                        " expanded 95% CI", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("aggregate")
+    for arm in analysis.arms:
+        table.add_column(escape(arm.arm), justify="right")
+    for name in AGGREGATES:
+        label = name.replace("_", " ")
+        table.add_row(label, *[_interval(arm.aggregates.get(name)) for arm in analysis.arms])
     return table
 
 
