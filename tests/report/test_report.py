@@ -154,3 +154,23 @@ def test_runs_by_tasks_aggregates_and_improvement_match_scipy(finished):
                    / (len(matrix["better"]) * len(matrix["base"])) for j in range(len(tasks))]
     improvement = report["comparisons"][0]["improvement"]
     assert improvement["point"] == pytest.approx(np.mean(superiority))
+
+
+def test_several_variants_are_one_holm_family_with_adjusted_intervals(home, tmp_path):
+    from statsmodels.stats.multitest import multipletests
+
+    design = fake_design(tmp_path, steps=2, seeds=3, parallelism=3, variant_quality=0.7)
+    design.write_text(design.read_text().replace(
+        "better: {params: {quality: 0.7}}",
+        "better: {params: {quality: 0.7}}\n  worse: {params: {quality: 0.25}}"))
+    cli("run", str(design), check=True)
+    report = json.loads(cli("report", "fake", "--json", check=True).stdout)
+    items = [json.loads(x) for x in cli("export", "fake", "--items").stdout.splitlines()]
+    by_arm = _macro_per_trial(items)
+    refs = [sps.ttest_ind(by_arm[v], by_arm["base"], equal_var=False) for v in ("better", "worse")]
+    p_holm = multipletests([r.pvalue for r in refs], method="holm")[1]
+    for comparison, ref, p in zip(report["comparisons"], refs, p_holm, strict=True):
+        assert comparison["p_adjusted"] == pytest.approx(p)
+        assert "Holm" in comparison["family"] and "2 comparisons" in comparison["family"]
+        ci = ref.confidence_interval(1 - 0.05 / 2)  # Bonferroni level for the family's CIs
+        assert f"[{ci.low:+.4g}, {ci.high:+.4g}]" in comparison["reason"]

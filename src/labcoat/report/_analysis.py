@@ -276,24 +276,26 @@ def _runs_by_tasks(arms: list[ArmResult], comparisons: list[Comparison],
 def _adjust_and_judge(comparisons: list[Comparison], hypothesis: Hypothesis) -> None:
     """Holm across variants (one family: every variant against the control)."""
     tested = [c for c in comparisons if c.seeds is not None]
-    adjusted = stats.holm([c.seeds.p_value for c in tested]) if tested else []
-    family = (f"Holm over {len(tested)} variant-vs-control comparisons" if len(tested) > 1
-              else "a single comparison (no adjustment)")
-    for comparison, p in zip(tested, adjusted, strict=True):
-        comparison.p_adjusted = p
-        comparison.family = family
-        comparison.verdict, comparison.reason = _verdict(comparison.seeds, p, hypothesis,
-                                                         len(tested) > 1)
+    if not tested:
+        return
+    several = len(tested) > 1
+    method = FAMILY_METHOD if several else "none"
+    adjusted = stats.adjust([c.seeds for c in tested], method, ci=1 - hypothesis.alpha)
+    for comparison, adj in zip(tested, adjusted, strict=True):
+        comparison.p_adjusted = adj.p_adjusted
+        comparison.family = adj.note if several else "a single comparison (no adjustment)"
+        comparison.verdict, comparison.reason = _verdict(adj.difference, hypothesis, several)
         if comparison.power_note and comparison.verdict == "inconclusive":
             comparison.reason += f"; {comparison.power_note}"
 
 
-def _verdict(diff: Difference, p: float, hypothesis: Hypothesis, corrected: bool
-             ) -> tuple[str, str]:
+def _verdict(diff: Difference, hypothesis: Hypothesis, corrected: bool) -> tuple[str, str]:
+    """diff: the comparison with (family-adjusted, when `corrected`) p-value and CI."""
     wanted = 1 if hypothesis.direction == "increase" else -1
-    p_text = f"p={p:.3g}" + (" Holm-adjusted" if corrected else "")
-    effect = (f"difference {diff.estimate:+.4g}, {diff.ci:.0%} CI "
-              f"[{diff.low:+.4g}, {diff.high:+.4g}] over {diff.n} seeds, {p_text}")
+    p = diff.p_value
+    adjusted = " Holm-adjusted" if corrected else ""
+    effect = (f"difference {diff.estimate:+.4g},{adjusted} {100 * diff.ci:.3g}% CI "
+              f"[{diff.low:+.4g}, {diff.high:+.4g}] over {diff.n} seeds, p={p:.3g}{adjusted}")
     if p < hypothesis.alpha and np.sign(diff.estimate) == wanted:
         return "supported", f"{effect} < {hypothesis.alpha:g}, in the predicted direction"
     if p < hypothesis.alpha:
