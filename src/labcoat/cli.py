@@ -81,12 +81,13 @@ def status(
                           ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Where experiments stand: trials done, running, failed."""
+    """Where experiments stand: trials, restarts (attempts, work lost) and goodput."""
+    from labcoat import report as reports
     from labcoat import store
 
     with _session() as session:
         if experiment is None:
-            rows = [_experiment_dict(e) for e in store.list_experiments(session)]
+            rows = [reports.experiment_summary(e) for e in store.list_experiments(session)]
             if as_json:
                 _print_json(rows)
                 return
@@ -96,21 +97,22 @@ def status(
                               str(r["trials"]), r["created_at"][:19])
             console.print(table if rows else "no experiments yet: labcoat run design.yaml")
             return
-        data = _show_data(store.find_experiment(session, experiment))
+        data = reports.status_data(session, store.find_experiment(session, experiment))
     if as_json:
         _print_json(data)
     else:
-        _print_trials(data)
+        reports.print_status(data, console)
 
 
 @app.command()
 def show(experiment: ExpArg, as_json: JsonFlag = False) -> None:
     """One experiment: its design and every trial with status, attempts and params."""
+    from labcoat import report as reports
     from labcoat import store
 
     with _session() as session:
         exp = store.find_experiment(session, experiment)
-        data = _show_data(exp)
+        data = reports.status_data(session, exp)
         design = exp.design_yaml
     if as_json:
         _print_json(data)
@@ -118,7 +120,7 @@ def show(experiment: ExpArg, as_json: JsonFlag = False) -> None:
     if design:
         console.print(f"[bold]design[/] ({escape(data['experiment']['design_hash'][:12])}):")
         console.print(escape(design.rstrip()), highlight=False)
-    _print_trials(data)
+    reports.print_status(data, console)
 
 
 @app.command()
@@ -230,50 +232,6 @@ def _session():
             self.db.close()
 
     return _Scope()
-
-
-def _experiment_dict(exp: Any) -> dict[str, Any]:
-    from labcoat import store
-
-    statuses = [t.status for t in exp.trials]
-    return {"id": exp.id, "name": exp.name, "status": store.experiment_status(exp),
-            "design_hash": exp.design_hash, "created_at": exp.created_at.isoformat(),
-            "trials": len(statuses), "done": statuses.count("done"),
-            "failed": statuses.count("failed")}
-
-
-def _show_data(exp: Any) -> dict[str, Any]:
-    from labcoat import store
-
-    trials = []
-    for t in exp.trials:
-        last = store.last_attempt(t)
-        trials.append({
-            "id": t.id, "key": t.key, "arm": t.arm, "seed": t.seed, "status": t.status,
-            "attempts": len(t.attempts), "params": t.params, "command": t.command,
-            "last_step": last.last_step if last else None,
-            "total_steps": t.total_steps,
-            "cause": last.cause if last else None,
-            "run_dir": last.run_dir if last else None,
-        })
-    return {"experiment": _experiment_dict(exp), "trials": trials}
-
-
-def _print_trials(data: dict[str, Any]) -> None:
-    e = data["experiment"]
-    table = Table("trial", "arm", "seed", "status", "attempts", "step", "last attempt",
-                  title=f"{e['name']}: {e['status']} ({e['done']}/{e['trials']} done)",
-                  title_justify="left")
-    for t in data["trials"]:
-        step = "" if t["last_step"] is None else str(t["last_step"])
-        if t["total_steps"]:
-            step += f"/{t['total_steps']}"
-        table.add_row(escape(t["key"]), escape(t["arm"]), str(t["seed"]), t["status"],
-                      str(t["attempts"]), step, escape(t["cause"] or ""))
-    console.print(table)
-    for t in data["trials"]:
-        if t["status"] == "failed" and t["run_dir"]:
-            console.print(f"[red]{escape(t['key'])}[/] logs: {escape(t['run_dir'])}/stderr.log")
 
 
 def _print_json(data: Any) -> None:

@@ -42,7 +42,7 @@ def test_migrations_produce_exactly_the_models_schema(db):
         diff = compare_metadata(MigrationContext.configure(conn), store.Base.metadata)
         version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
     assert diff == []
-    assert version == "0001"
+    assert version == "0002"
 
 
 def test_reopening_a_migrated_store_keeps_its_data(home):
@@ -140,3 +140,29 @@ def test_bad_database_url_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("LABCOAT_DB", "not a url")
     with pytest.raises(LabcoatError, match="not a database URL"):
         store.open_store()
+
+
+def test_upgrading_a_first_schema_database_keeps_its_rows(home):
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from labcoat.store._db import MIGRATIONS
+
+    url = f"sqlite:///{home / 'labcoat.db'}"
+    home.mkdir(parents=True)
+    engine = create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+        conn.execute(text("INSERT INTO experiment (name, design_yaml, design_hash, created_at) "
+                          "VALUES ('old', '', 'h', '2026-01-01')"))
+    engine.dispose()
+    db = store.open_store()  # migrates to head
+    with db.session() as session:
+        assert store.find_experiment(session, "old").name == "old"
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0002"
+    db.close()

@@ -2,6 +2,7 @@
 
 from labcoat.report._analysis import Analysis, ArmResult, Comparison, analyze
 from labcoat.report._files import file_comparison_dict, print_file_comparison
+from labcoat.report._status import experiment_summary, goodput_line, print_status, status_data
 from labcoat.report._terminal import analysis_dict, print_report
 
 __all__ = [
@@ -10,7 +11,11 @@ __all__ = [
     "Comparison",
     "analysis_dict",
     "analyze",
+    "experiment_summary",
     "file_comparison_dict",
+    "goodput_line",
     "print_file_comparison",
     "print_report",
+    "print_status",
+    "status_data",
 ]

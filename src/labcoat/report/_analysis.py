@@ -15,11 +15,13 @@ import math
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 from labcoat import spec, stats, store
+from labcoat.report._status import status_data
 from labcoat.spec import Hypothesis
 from labcoat.stats import Adjusted, Difference, Generalization, Interval, StatsWarning
 from labcoat.store import Experiment, Trial
@@ -70,6 +72,8 @@ class Analysis:
     excluded: list[tuple[str, str]]  # (trial, why) not counted
     warnings: list[str] = field(default_factory=list)
     note: str = ""
+    goodput: dict[str, Any] = field(default_factory=dict)  # see report._status
+    restarts: dict[str, list[str]] = field(default_factory=dict)  # trial -> causes of restarts
 
 
 def analyze(session: Session, experiment: Experiment) -> Analysis:
@@ -79,6 +83,10 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
         analysis = _analyze(session, experiment)
     analysis.warnings = _merge_warnings([w.message for w in caught
                                          if issubclass(w.category, StatsWarning)])
+    status = status_data(session, experiment)
+    analysis.goodput = status["goodput"]
+    analysis.restarts = {t["key"]: [a["cause"] for a in t["attempt_history"][:-1]]
+                         for t in status["trials"] if t["attempts"] > 1}
     return analysis
 
 

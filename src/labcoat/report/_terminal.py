@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from labcoat.report._analysis import AGGREGATES, MACRO, Analysis, Comparison
+from labcoat.report._status import goodput_line
 from labcoat.stats import Adjusted, Difference, Interval
 
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
@@ -51,6 +52,12 @@ def print_report(analysis: Analysis, console: Console) -> None:
                           f"{escape(comparison.control)}: {escape(g.summary)}", soft_wrap=True)
     for message in analysis.warnings:
         console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+    if analysis.restarts:
+        causes = "; ".join(f"{escape(k)}: {escape(', '.join(c))}"
+                           for k, c in analysis.restarts.items())
+        console.print(f"restarts: {causes}", soft_wrap=True)
+    if analysis.goodput:
+        console.print(goodput_line(analysis.goodput), soft_wrap=True)
     for key, why in analysis.excluded:
         console.print(f"[dim]not counted: {escape(key)} - {escape(why)}[/]", soft_wrap=True)
     for comparison in analysis.comparisons:

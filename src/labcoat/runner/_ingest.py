@@ -67,6 +67,8 @@ class _Rows:
         self.items: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.problems: list[dict[str, Any]] = []
+        self.checkpoints: list[dict[str, Any]] = []
+        self.deleted: list[int] = []  # checkpoint steps removed by retention
 
     def add(self, line: int, record: dict[str, Any], progress: Progress) -> None:
         kind = record["kind"]
@@ -74,6 +76,7 @@ class _Rows:
         if step is not None:
             step = _step(step)
             progress.last_step = max(step, progress.last_step or 0)
+        self._times(kind, record.get("time"))
         if kind == "log":
             for name, value in record["metrics"].items():
                 value = _value(value, f"metric {name!r}")
@@ -104,6 +107,9 @@ class _Rows:
             )
         elif kind == "event":
             self.events.append(self._event(line, record, step))
+            self._known_event(
+                str(record.get("event", "")), record.get("data") or {}, step, record.get("time")
+            )
         elif kind == "start":
             if record.get("total_steps"):
                 self.attempt.trial.total_steps = int(record["total_steps"])
@@ -117,6 +123,38 @@ class _Rows:
             progress.finish_status = str(record.get("status", "done"))
         else:
             raise ValueError(f"unknown record kind {kind!r}")
+
+    def _times(self, kind: str, time: Any) -> None:
+        """First logged step and last journal line of the attempt (for goodput)."""
+        if not isinstance(time, int | float):
+            return
+        if kind == "log" and self.attempt.first_step_time is None:
+            self.attempt.first_step_time = float(time)
+        self.attempt.last_record_time = max(float(time), self.attempt.last_record_time or 0.0)
+
+    def _known_event(self, name: str, data: dict[str, Any], step: int | None, time: Any) -> None:
+        """Events with a table of their own: checkpoints and where an attempt resumed."""
+        if name == "checkpoint.saved" and step is not None:
+            self.checkpoints.append(
+                {
+                    **self.ids,
+                    "step": step,
+                    "path": str(data.get("path", "")),
+                    "bytes": data.get("bytes"),
+                    "hash": data.get("sha256"),
+                    "verified": bool(data.get("verified")),
+                    "stall_s": data.get("stall_s"),
+                    "write_s": data.get("write_s"),
+                    "deleted": False,
+                    "time": time,
+                }
+            )
+        elif name == "checkpoint.deleted" and step is not None:
+            self.deleted.append(step)
+        elif name == "checkpoint.restored" and step is not None:
+            self.attempt.restored_step = step
+        elif name == "checkpoint.fresh_start":
+            self.attempt.restored_step = 0
 
     def _event(self, line: int, record: dict[str, Any], step: int | None) -> dict[str, Any]:
         return {
@@ -151,6 +189,8 @@ class _Rows:
         store.upsert_metric_points(session, self.points)
         store.upsert_eval_items(session, self.items)
         store.insert_events(session, sorted(self.events + self.problems, key=lambda e: e["seq"]))
+        store.upsert_checkpoints(session, self.checkpoints)
+        store.mark_checkpoints_deleted(session, self.attempt.trial_id, self.deleted)
 
 
 def _step(value: Any) -> int:

@@ -56,7 +56,7 @@ class _Running:
 @dataclass
 class _Queued:
     trial: Trial
-    not_before: float = 0.0  # restarts wait out their backoff
+    not_before: float  # when it may start: now, or after a restart's backoff
 
 
 def run_design(
@@ -117,7 +117,8 @@ class _Loop:
         self.threads = max(1, (os.cpu_count() or 1) // workers)
 
     def run(self) -> RunSummary:
-        self.queue = [_Queued(t) for t in self.experiment.trials if t.status != "done"]
+        now = time.time()
+        self.queue = [_Queued(t, now) for t in self.experiment.trials if t.status != "done"]
         self.summary.skipped = [t.key for t in self.experiment.trials if t.status == "done"]
         with self.display, _stop_on_sigterm():
             if self.summary.skipped:
@@ -145,14 +146,15 @@ class _Loop:
                 return
             if queued.not_before <= now:
                 self.queue.remove(queued)
-                self._start(queued.trial)
+                self._start(queued.trial, queued_s=now - queued.not_before)
 
-    def _start(self, trial: Trial) -> None:
+    def _start(self, trial: Trial, queued_s: float) -> None:
         number = max((a.number for a in trial.attempts), default=0) + 1
         run_dir = _trial_dir(self.experiment, trial) / f"attempt-{number}"
         attempt = store.start_attempt(
             self.session, trial, run_dir=str(run_dir), host=socket.gethostname()
         )
+        attempt.queued_s = queued_s
         row = self.rows[trial.key]
         row.status, row.started, row.ended, row.note = "running", time.time(), None, ""
         try:

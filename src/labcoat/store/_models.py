@@ -101,6 +101,11 @@ class Attempt(Base):
     journal_offset: Mapped[int] = mapped_column(BigInteger, default=0)
     journal_line: Mapped[int] = mapped_column(Integer, default=0)
     last_step: Mapped[int | None] = mapped_column(Integer)
+    # From the journal, for restarts and goodput (unix seconds, trial clock):
+    restored_step: Mapped[int | None] = mapped_column(Integer)  # resumed from; 0 = fresh start
+    first_step_time: Mapped[float | None] = mapped_column(Float)  # first logged step
+    last_record_time: Mapped[float | None] = mapped_column(Float)  # last journal line
+    queued_s: Mapped[float | None] = mapped_column(Float)  # waited for a free slot before start
 
     trial: Mapped[Trial] = relationship(back_populates="attempts")
 
@@ -176,6 +181,9 @@ class Checkpoint(Base):
     bytes: Mapped[int | None] = mapped_column(BigInteger)
     hash: Mapped[str | None] = mapped_column(String(128))
     verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    stall_s: Mapped[float | None] = mapped_column(Float)  # training blocked by the save
+    write_s: Mapped[float | None] = mapped_column(Float)  # background write
+    deleted: Mapped[bool] = mapped_column(Boolean, default=False)  # removed by retention
     time: Mapped[float | None] = mapped_column(Float)
 
 

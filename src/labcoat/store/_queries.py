@@ -95,9 +95,16 @@ def final_eval_items(session: Session, trial_ids: Sequence[int]) -> list[EvalIte
 
 
 def events(
-    session: Session, trial_ids: Sequence[int], *, min_level: str | None = None
+    session: Session,
+    trial_ids: Sequence[int],
+    *,
+    min_level: str | None = None,
+    kind: str | None = None,
 ) -> list[Event]:
+    """Events of these trials in order; optionally at or above a level, or of one kind."""
     query = select(Event).where(Event.trial_id.in_(trial_ids)).order_by(Event.id)
+    if kind is not None:
+        query = query.where(Event.kind == kind)
     rows = list(session.scalars(query))
     if min_level:
         order = ["debug", "info", "warning", "error", "critical"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, select, update
 from sqlalchemy.orm import Session
 
 from labcoat.errors import LabcoatError
@@ -142,8 +142,28 @@ def upsert_checkpoints(session: Session, rows: Sequence[dict[str, Any]]) -> None
         Checkpoint.__table__,
         _last_per_key(rows, ("trial_id", "step")),
         keys=("trial_id", "step"),
-        update=("attempt_id", "path", "bytes", "hash", "verified", "time"),
+        update=(
+            "attempt_id",
+            "path",
+            "bytes",
+            "hash",
+            "verified",
+            "stall_s",
+            "write_s",
+            "deleted",
+            "time",
+        ),
     )
+
+
+def mark_checkpoints_deleted(session: Session, trial_id: int, steps: Sequence[int]) -> None:
+    """Retention removed these checkpoints from disk; their rows stay, marked deleted."""
+    if steps:
+        session.execute(
+            update(Checkpoint)
+            .where(Checkpoint.trial_id == trial_id, Checkpoint.step.in_(steps))
+            .values(deleted=True)
+        )
 
 
 def _last_per_key(rows: Sequence[dict[str, Any]], key: tuple[str, ...]) -> list[dict[str, Any]]:
