@@ -57,11 +57,16 @@ def run(
                         help="trials at a time (default: design's parallelism, else CPUs)")] = None,
     plain: Annotated[bool, typer.Option(help="plain progress lines instead of a live table")
                      ] = False,
+    chaos: Annotated[str | None, typer.Option(
+        help="inject faults, e.g. 'kill@20s,corrupt@30s,kill-in-save@2,disk-full@3,"
+             "torn-journal@50' (see README)")] = None,
+    chaos_seed: Annotated[int, typer.Option(help="seed of the chaos schedule")] = 0,
 ) -> None:
     """Run every unfinished trial of DESIGN; run it again to resume after a stop."""
     from labcoat.runner import run_design
 
-    summary = run_design(design, parallelism=parallel, console=console, plain=plain or None)
+    summary = run_design(design, parallelism=parallel, console=console, plain=plain or None,
+                         chaos=chaos, chaos_seed=chaos_seed)
     _print_run_summary(summary)
 
 

@@ -15,6 +15,9 @@ LABCOAT_SEED        (runner) the trial's seed
 LABCOAT_PARAMS      (runner) the trial's resolved parameters as a JSON object
 LABCOAT_CHECKPOINT_DIR (runner) the trial's checkpoint directory, shared by its attempts
 LABCOAT_MTBF_SECONDS (runner) observed mean time between failures, for the checkpoint interval
+LABCOAT_CHECKPOINT_FAULT (chaos) checkpoint fault injection: exit-mid-write@save=N,
+                             disk-full@save=N (or @STEP); see labcoat.torch.Checkpointer
+LABCOAT_JOURNAL_FAULT (chaos) torn@N: the trial dies halfway through its N-th journal record
 
 Stdlib only: the trial SDK imports this.
 """
@@ -35,6 +38,8 @@ SEED = "LABCOAT_SEED"
 PARAMS = "LABCOAT_PARAMS"
 CHECKPOINT_DIR = "LABCOAT_CHECKPOINT_DIR"
 MTBF = "LABCOAT_MTBF_SECONDS"
+CHECKPOINT_FAULT = "LABCOAT_CHECKPOINT_FAULT"
+JOURNAL_FAULT = "LABCOAT_JOURNAL_FAULT"
 
 
 def home() -> Path:

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from labcoat import environment as env
 from labcoat import spec, store
 from labcoat.errors import Interrupted, LabcoatError
+from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
@@ -65,9 +66,15 @@ def run_design(
     parallelism: int | None = None,
     console: Console | None = None,
     plain: bool | None = None,
+    chaos: str | None = None,
+    chaos_seed: int = 0,
 ) -> RunSummary:
-    """Run every unfinished trial of the design at `design_path`."""
+    """Run every unfinished trial of the design at `design_path`.
+
+    chaos: a fault spec (see `labcoat.runner._chaos`) injected while it runs.
+    """
     path = Path(design_path)
+    chaos_spec = parse_chaos(chaos) if chaos else None
     design = spec.load_design(path)
     trials = spec.expand(design)
     workers = parallelism or design.parallelism or os.cpu_count() or 1
@@ -85,7 +92,14 @@ def run_design(
             store.add_missing_trials(session, experiment, trials)
             _recover_stale(session, experiment)
             session.commit()
-            return _Loop(session, experiment, design.restart, workers, console, plain).run()
+            restart = design.restart
+            injector = None
+            if chaos_spec is not None:
+                retries = restart.retries + chaos_spec.faults_per_trial()
+                restart = restart.model_copy(update={"retries": retries})
+                injector = Chaos(chaos_spec, chaos_seed, time.time())
+            loop = _Loop(session, experiment, restart, workers, console, plain, injector)
+            return loop.run()
     finally:
         db.close()
 
@@ -101,8 +115,11 @@ class _Loop:
         workers: int,
         console: Console,
         plain: bool | None,
+        chaos: Chaos | None = None,
     ) -> None:
         self.session = session
+        self.chaos = chaos
+        self.attempts_in_run: Counter[str] = Counter()
         self.experiment = experiment
         self.restart = restart
         self.workers = workers
@@ -126,6 +143,8 @@ class _Loop:
             try:
                 while self.queue or self.running:
                     self._start_ready()
+                    if self.chaos is not None:
+                        self._inject()
                     self._poll()
                     self.session.commit()
                     self.display.refresh()
@@ -167,6 +186,7 @@ class _Loop:
             self._fail(trial, attempt, row, None, cause, retry=False)
             return
         attempt.pid = process.pid
+        self._record_injected(trial, attempt)
         self.session.commit()
         hang = Hang(self.restart.heartbeat_timeout, last_activity=time.time())
         self.running.append(_Running(trial, attempt, process, row, hang))
@@ -192,7 +212,58 @@ class _Loop:
         # N trials share the CPUs: without this each would start one thread per core.
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             child.setdefault(var, str(self.threads))
+        self.attempts_in_run[trial.key] += 1
+        if self.chaos is not None:
+            child.update(self.chaos.environment(self.attempts_in_run[trial.key])[0])
         return child
+
+    def _record_injected(self, trial: Trial, attempt: Attempt) -> None:
+        if self.chaos is None:
+            return
+        faults, name = self.chaos.environment(self.attempts_in_run[trial.key])
+        if name is not None:
+            setting = ", ".join(f"{k}={v}" for k, v in faults.items())
+            self._chaos_event(attempt, f"chaos.{name}", f"injected {name} ({setting})", faults)
+
+    def _inject(self) -> None:
+        """A periodic chaos fault, if one is due: kill a trial, or corrupt its newest
+        checkpoint and kill it."""
+        due = self.chaos.due(time.time(), [job.trial.key for job in self.running])
+        if due is None:
+            return
+        fault, key = due
+        job = next(j for j in self.running if j.trial.key == key)
+        data: dict[str, object] = {"pid": job.process.pid}
+        if fault == "corrupt":
+            directory = _trial_dir(self.experiment, job.trial) / "checkpoints"
+            corrupted = corrupt_newest_checkpoint(directory, self.chaos.rng)
+            data["path"] = str(corrupted) if corrupted else None
+        kill(job.process.pid)
+        what = "killed" if fault == "kill" else f"corrupted {data.get('path')} and killed"
+        self._chaos_event(
+            job.attempt, f"chaos.{fault}", f"{what} at step {job.attempt.last_step}", data
+        )
+        self.display.say(key, f"chaos: {what}")
+
+    def _chaos_event(self, attempt: Attempt, kind: str, message: str, data: dict) -> None:
+        store.insert_events(
+            self.session,
+            [
+                {
+                    "trial_id": attempt.trial_id,
+                    "attempt_id": attempt.id,
+                    "seq": None,
+                    "step": attempt.last_step,
+                    "rank": None,
+                    "host": attempt.host,
+                    "level": "warning",
+                    "kind": kind,
+                    "message": message,
+                    "data": data,
+                    "time": time.time(),
+                }
+            ],
+        )
 
     def _poll(self) -> None:
         now = time.time()

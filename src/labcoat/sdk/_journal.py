@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labcoat import environment
+
 VERSION = 1
 JOURNAL_NAME = "journal.jsonl"  # inside an attempt's run directory
 
@@ -40,14 +42,27 @@ class JournalWriter:
         # Line buffering is not enough for long lines; we flush explicitly.
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         self._lock = threading.Lock()
+        self._writes = 0
+        self._torn_at = _torn_write_from_env()
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), allow_nan=True)
         with self._lock:
             if self._file.closed:
                 raise RuntimeError(f"journal {self.path} is closed (the run has finished)")
+            self._writes += 1
+            if self._writes == self._torn_at:
+                self._die_mid_line(line)
             self._file.write(line + "\n")
             self._file.flush()
+
+    def _die_mid_line(self, line: str) -> None:
+        """Fault injection (LABCOAT_JOURNAL_FAULT=torn@N): the process dies halfway through
+        writing its N-th record, as a kill during a journal flush would leave it."""
+        self._file.write(line[: len(line) // 2])
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        os._exit(137)
 
     def close(self) -> None:
         with self._lock:
@@ -55,6 +70,15 @@ class JournalWriter:
                 self._file.flush()
                 os.fsync(self._file.fileno())
                 self._file.close()
+
+
+def _torn_write_from_env() -> int | None:
+    raw = os.environ.get(environment.JOURNAL_FAULT, "").strip()
+    if not raw:
+        return None
+    if not (raw.startswith("torn@") and raw[5:].isdigit()):
+        raise ValueError(f"LABCOAT_JOURNAL_FAULT={raw!r} is not a known fault; use torn@N")
+    return int(raw[5:])
 
 
 @dataclass

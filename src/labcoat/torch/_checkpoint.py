@@ -43,13 +43,16 @@ Journal events (through ``run.event`` when a run is given; else Python logging):
 Environment (set by the runner; see labcoat.environment):
     LABCOAT_CHECKPOINT_DIR    default checkpoint directory of the trial (shared by its attempts)
     LABCOAT_MTBF_SECONDS      mean time between failures for the interval policy (default 24 h)
-    LABCOAT_CHECKPOINT_FAULT  fault injection for tests and chaos runs: ``exit-mid-write@STEP``
-                              ends the process (exit code 137, as SIGKILL) partway through
-                              writing the checkpoint of STEP
+    LABCOAT_CHECKPOINT_FAULT  fault injection for tests and chaos runs:
+                              ``exit-mid-write@STEP`` (or ``@save=N``, the N-th save of the
+                              process) ends the process (exit code 137, as SIGKILL) partway
+                              through writing that checkpoint; ``disk-full@STEP`` (or
+                              ``@save=N``) makes that write fail with ENOSPC
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import numbers
@@ -124,6 +127,7 @@ class _Job:
     state: dict[str, Any] | None
     manifest: dict[str, Any]
     started: float  # perf_counter when save() was called
+    number: int = 0  # 1 for this process's first save (fault injection counts saves)
     wait_s: float = 0.0
     stall_s: float = 0.0
 
@@ -165,7 +169,8 @@ class Checkpointer:
         # none is, the snapshot borrows the thread to copy in parallel.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="labcoat-checkpoint")
         self._snapshotter = Snapshotter(helper=self._writer)
-        self._fault_step = _fault_from_env()
+        self._fault = _fault_from_env()
+        self._saves = 0  # saves started by this process (fault injection counts them)
         self._event_lock = threading.Lock()
         self._inflight: Future[None] | None = None
         self._failure: tuple[int, Path, BaseException] | None = None
@@ -276,7 +281,8 @@ class Checkpointer:
         }
         manifest = {"tracked": {name: {"kind": kind, "type": _type_name(obj)}
                                 for name, (kind, obj) in self._tracked.items()}}
-        job = _Job(step, state, manifest, started, wait_s=waited)
+        self._saves += 1
+        job = _Job(step, state, manifest, started, number=self._saves, wait_s=waited)
         if not self.config.asynchronous:
             self._write(job)
             self._raise_failure()
@@ -321,7 +327,7 @@ class Checkpointer:
         try:
             job.manifest["policy"] = self._policy.measurements()  # seeds a resumed run's policy
             written = _layout.write(self.directory, job.step, job.state, job.manifest,
-                                    self._fault_writer(job.step))
+                                    self._fault_writer(job.step, job.number))
             job.state = None  # release the snapshot
             self._rejected.discard(path)
             self._foreign.discard(path)  # if it was one, it is ours now
@@ -359,10 +365,10 @@ class Checkpointer:
         except Exception as log_err:  # noqa: BLE001 - the failure itself is still raised later
             err.add_note(f"logging this failure also failed: {log_err}")
 
-    def _fault_writer(self, step: int) -> Any:
-        if self._fault_step != step:
+    def _fault_writer(self, step: int, number: int) -> Any:
+        if self._fault is None or not self._fault.hits(step, number):
             return lambda w: w
-        return _ExitMidWrite
+        return _ExitMidWrite if self._fault.kind == "exit-mid-write" else _DiskFull
 
     def _retain(self, newest: int) -> None:
         """Keep the last `keep_last` and every `keep_every`-th verified checkpoint up to `newest`;
@@ -484,6 +490,20 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
                           + (": " + "; ".join(reasons) if reasons else ""))
 
 
+class _DiskFull:
+    """Fault injection: the disk fills up partway through writing the state file."""
+
+    def __init__(self, inner: HashingWriter) -> None:
+        self.inner = inner
+
+    def write(self, data: bytes) -> int:
+        self.inner.write(data[: max(1, len(data) // 2)])
+        raise OSError(errno.ENOSPC, "No space left on device (injected by labcoat chaos)")
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+
 class _ExitMidWrite:
     """Fault injection: end the process after the first bytes of the state file are on disk."""
 
@@ -544,12 +564,27 @@ def _mtbf_from_env() -> float:
     return value
 
 
-def _fault_from_env() -> int | None:
+@dataclass(frozen=True)
+class _Fault:
+    """An injected fault: `kind` at checkpoint step `step`, or at the `save`-th save."""
+
+    kind: str  # "exit-mid-write" | "disk-full"
+    step: int | None = None
+    save: int | None = None
+
+    def hits(self, step: int, number: int) -> bool:
+        return step == self.step if self.step is not None else number == self.save
+
+
+def _fault_from_env() -> _Fault | None:
     raw = os.environ.get(FAULT_ENV)
     if not raw:
         return None
-    match = re.fullmatch(r"exit-mid-write@(\d+)", raw.strip())
+    match = re.fullmatch(r"(exit-mid-write|disk-full)@(save=)?(\d+)", raw.strip())
     if match is None:
-        raise CheckpointError(f"{FAULT_ENV}={raw!r} is not a known fault; the one supported "
-                              "is exit-mid-write@STEP")
-    return int(match.group(1))
+        raise CheckpointError(
+            f"{FAULT_ENV}={raw!r} is not a known fault; use exit-mid-write@STEP, "
+            "exit-mid-write@save=N, disk-full@STEP or disk-full@save=N"
+        )
+    kind, by_save, number = match.group(1), match.group(2), int(match.group(3))
+    return _Fault(kind, save=number) if by_save else _Fault(kind, step=number)
