@@ -58,9 +58,9 @@ def test_init_run_kill_resume_report(home, tmp_path):
     assert len({(i["trial"], i["task"], i["item"], i["step"]) for i in items}) == len(items)
 
     report = json.loads(cli("report", "warmup-demo", "--json", check=True).stdout)
-    assert [a["arm"] for a in report["arms"]] == ["control", "warmup"]
-    assert len(report["tasks"]) == TASKS
-    (comparison,) = report["comparisons"]
+    assert [a["arm"] for a in report["results"][0]["arms"]] == ["control", "warmup"]
+    assert len(report["results"][0]["tasks"]) == TASKS
+    (comparison,) = report["results"][0]["comparisons"]
     assert comparison["verdict"] in {"supported", "refuted", "inconclusive"}
     assert comparison["reason"]
     text = cli("report", "warmup-demo", check=True).stdout

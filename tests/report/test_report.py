@@ -34,14 +34,14 @@ def finished(home, tmp_path):
 def test_arm_intervals_and_welch_difference_match_scipy(finished):
     report, items = finished
     by_arm = _macro_per_trial(items)
-    arms = {a["arm"]: a for a in report["arms"]}
+    arms = {a["arm"]: a for a in report["results"][0]["arms"]}
     for arm, values in by_arm.items():
         low, high = sps.t.interval(0.95, len(values) - 1, loc=np.mean(values),
                                    scale=sps.sem(values))
         assert arms[arm]["overall"]["point"] == pytest.approx(np.mean(values))
         assert (arms[arm]["overall"]["low"], arms[arm]["overall"]["high"]) == pytest.approx(
             (low, high))
-    (comparison,) = report["comparisons"]
+    (comparison,) = report["results"][0]["comparisons"]
     ref = sps.ttest_ind(by_arm["better"], by_arm["base"], equal_var=False)
     ci = ref.confidence_interval(0.95)
     assert comparison["seeds"]["p_value"] == pytest.approx(ref.pvalue)
@@ -62,7 +62,7 @@ def test_paired_item_difference_matches_a_hand_computation(finished):
         estimates.append(d.mean())
         variances.append(d.var(ddof=1) / d.size)
     se = np.sqrt(np.sum(variances)) / len(estimates)
-    paired = report["comparisons"][0]["items"]
+    paired = report["results"][0]["comparisons"][0]["items"]
     assert paired["estimate"] == pytest.approx(np.mean(estimates))
     assert paired["se"] == pytest.approx(se)
 
@@ -81,7 +81,7 @@ def test_wrong_direction_is_refuted(home, tmp_path):
     design.write_text(text)
     cli("run", str(design), check=True)
     report = json.loads(cli("report", "fake", "--json", check=True).stdout)
-    assert report["comparisons"][0]["verdict"] == "refuted"
+    assert report["results"][0]["comparisons"][0]["verdict"] == "refuted"
 
 
 def test_report_of_unknown_experiment_is_one_clear_error(home):
@@ -105,7 +105,7 @@ def test_per_task_family_and_pooled_effect_match_statsmodels(finished):
         base = [np.mean(v) for v in per[task]["base"].values()]
         better = [np.mean(v) for v in per[task]["better"].values()]
         refs.append(sps.ttest_ind(better, base, equal_var=False))
-    (comparison,) = report["comparisons"]
+    (comparison,) = report["results"][0]["comparisons"]
     p_holm = multipletests([r.pvalue for r in refs], method="holm")[1]
     for task, p in zip(tasks, p_holm, strict=True):
         seeds = comparison["per_task"][task][0]
@@ -141,7 +141,7 @@ def test_runs_by_tasks_aggregates_and_improvement_match_scipy(finished):
     matrix = {arm: np.array([[np.mean(per[key][t]) for t in tasks]
                              for key in sorted(per) if key[0] == arm])
               for arm in ("base", "better")}
-    arms = {a["arm"]: a for a in report["arms"]}
+    arms = {a["arm"]: a for a in report["results"][0]["arms"]}
     for arm, x in matrix.items():
         aggregates = arms[arm]["aggregates"]
         assert aggregates["iqm"]["point"] == pytest.approx(sps.trim_mean(x.ravel(), 0.25))
@@ -152,7 +152,7 @@ def test_runs_by_tasks_aggregates_and_improvement_match_scipy(finished):
         assert low < aggregates["mean"]["point"] < high
     superiority = [sps.mannwhitneyu(matrix["better"][:, j], matrix["base"][:, j]).statistic
                    / (len(matrix["better"]) * len(matrix["base"])) for j in range(len(tasks))]
-    improvement = report["comparisons"][0]["improvement"]
+    improvement = report["results"][0]["comparisons"][0]["improvement"]
     assert improvement["point"] == pytest.approx(np.mean(superiority))
 
 
@@ -169,7 +169,7 @@ def test_several_variants_are_one_holm_family_with_adjusted_intervals(home, tmp_
     by_arm = _macro_per_trial(items)
     refs = [sps.ttest_ind(by_arm[v], by_arm["base"], equal_var=False) for v in ("better", "worse")]
     p_holm = multipletests([r.pvalue for r in refs], method="holm")[1]
-    for comparison, ref, p in zip(report["comparisons"], refs, p_holm, strict=True):
+    for comparison, ref, p in zip(report["results"][0]["comparisons"], refs, p_holm, strict=True):
         assert comparison["p_adjusted"] == pytest.approx(p)
         assert "Holm" in comparison["family"] and "2 comparisons" in comparison["family"]
         ci = ref.confidence_interval(1 - 0.05 / 2)  # Bonferroni level for the family's CIs

@@ -1,6 +1,6 @@
 """Reports: the analysis behind them and their terminal rendering."""
 
-from labcoat.report._analysis import Analysis, ArmResult, Comparison, analyze
+from labcoat.report._analysis import Analysis, ArmResult, Comparison, HypothesisResult, analyze
 from labcoat.report._files import file_comparison_dict, print_file_comparison
 from labcoat.report._status import experiment_summary, goodput_line, print_status, status_data
 from labcoat.report._terminal import analysis_dict, print_report
@@ -9,6 +9,7 @@ __all__ = [
     "Analysis",
     "ArmResult",
     "Comparison",
+    "HypothesisResult",
     "analysis_dict",
     "analyze",
     "experiment_summary",

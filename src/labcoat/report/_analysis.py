@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from labcoat import spec, stats, store
 from labcoat.report._status import status_data
-from labcoat.spec import Hypothesis
+from labcoat.spec import Design, Hypothesis
 from labcoat.stats import Adjusted, Difference, Generalization, Interval, StatsWarning
 from labcoat.store import Experiment, Trial
 
@@ -61,15 +61,24 @@ class Comparison:
 
 
 @dataclass
-class Analysis:
-    experiment: str
-    status: str
-    hypothesis: Hypothesis | None
+class HypothesisResult:
+    """One hypothesis: its metric per arm, each variant against the control."""
+
+    hypothesis: Hypothesis
     control: str | None
     arms: list[ArmResult]
     comparisons: list[Comparison]
     tasks: list[str]
+
+
+@dataclass
+class Analysis:
+    experiment: str
+    status: str
+    control: str | None
+    results: list[HypothesisResult]
     excluded: list[tuple[str, str]]  # (trial, why) not counted
+    family: str = ""  # how the verdicts' comparisons were corrected as one family
     warnings: list[str] = field(default_factory=list)
     note: str = ""
     goodput: dict[str, Any] = field(default_factory=dict)  # see report._status
@@ -109,25 +118,37 @@ def _analyze(session: Session, experiment: Experiment) -> Analysis:
     excluded = [(t.key, _why_excluded(t)) for t in experiment.trials if t.status != "done"]
     done = [t for t in experiment.trials if t.status == "done"]
     if not experiment.design_yaml:
-        return Analysis(experiment.name, status, None, None, [], [], [], excluded,
+        return Analysis(experiment.name, status, None, [], excluded,
                         note="ad-hoc experiment: no design, so no hypothesis to judge")
     design = spec.parse_design(experiment.design_yaml, f"design of {experiment.name}")
-    hypothesis = design.hypothesis
+    arm_names = [a.name for a in spec.arm_specs(design)]
+    results = [_hypothesis_result(session, design, h, arm_names, done)
+               for h in design.all_hypotheses]
+    family = _adjust_and_judge(results, design)
+    note = "" if results else "no hypothesis declared: the results are exploratory"
+    return Analysis(experiment.name, status, design.control, results, excluded, family,
+                    note=note)
+
+
+def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
+                       arm_names: list[str], done: list[Trial]) -> HypothesisResult:
     values, items = _trial_values(session, done, hypothesis)
     tasks = sorted({task for per_trial in items.values() for task in per_trial})
     by_arm: dict[str, list[Trial]] = defaultdict(list)
     for trial in done:
         if trial.id in values:
             by_arm[trial.arm].append(trial)
-    arms = [_arm_result(arm, by_arm.get(arm, []), values, items, tasks) for arm in design.arms]
-    comparisons = [
-        _compare(design.control, arm, by_arm, values, items, tasks, hypothesis)
-        for arm in design.arms if arm != design.control
+    arms = [_arm_result(arm, by_arm.get(arm, []), values, items, tasks) for arm in arm_names]
+    control = design.control
+    variants = [a for a in arm_names if a != control]
+    if hypothesis.compare and design.factors is None:
+        variants = [a for a in variants if a in hypothesis.compare]
+    comparisons = [] if control is None else [
+        _compare(control, arm, by_arm, values, items, tasks, hypothesis, design.seed_analysis)
+        for arm in variants
     ]
     _runs_by_tasks(arms, comparisons, by_arm, items, tasks, hypothesis)
-    _adjust_and_judge(comparisons, hypothesis)
-    return Analysis(experiment.name, status, hypothesis, design.control, arms, comparisons,
-                    tasks, excluded)
+    return HypothesisResult(hypothesis, control, arms, comparisons, tasks)
 
 
 def _why_excluded(trial: Trial) -> str:
@@ -174,15 +195,19 @@ def _arm_result(arm: str, trials: list[Trial], values: dict[int, float], items: 
 
 def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
              values: dict[int, float], items: ItemScores, tasks: list[str],
-             hypothesis: Hypothesis) -> Comparison:
+             hypothesis: Hypothesis, seed_analysis: str) -> Comparison:
     a, b = by_arm.get(control, []), by_arm.get(variant, [])
     comparison = Comparison(variant, control, None, None)
+    if seed_analysis == "paired":  # arms share seeds: compare seed by seed
+        shared = sorted({t.seed for t in a} & {t.seed for t in b})
+        a = sorted((t for t in a if t.seed in shared), key=lambda t: t.seed)
+        b = sorted((t for t in b if t.seed in shared), key=lambda t: t.seed)
     if len(a) < 2 or len(b) < 2:
         comparison.reason = (f"needs at least 2 finished seeds per arm (have {len(a)} {control}, "
                              f"{len(b)} {variant})")
         return comparison
     xa, xb = [values[t.id] for t in a], [values[t.id] for t in b]
-    comparison.seeds = stats.welch(xa, xb)
+    comparison.seeds = stats.paired_t(xa, xb) if seed_analysis == "paired" else stats.welch(xa, xb)
     comparison.power_note = _power_note(xa, xb, hypothesis)
     seed_diffs = {t: d for t in tasks if (d := _welch_task(a, b, items, t)) is not None}
     item_diffs = {t: d for t in tasks if (d := _paired_task(a, b, items, t)) is not None}
@@ -281,27 +306,38 @@ def _runs_by_tasks(arms: list[ArmResult], comparisons: list[Comparison],
             c.improvement = stats.probability_of_improvement(x, y, **BOOTSTRAP)
 
 
-def _adjust_and_judge(comparisons: list[Comparison], hypothesis: Hypothesis) -> None:
-    """Holm across variants (one family: every variant against the control)."""
-    tested = [c for c in comparisons if c.seeds is not None]
+def _adjust_and_judge(results: list[HypothesisResult], design: Design) -> str:
+    """One family: every variant against the control under every hypothesis, corrected
+    by the design's `correction` (Holm by default). Returns the family in words."""
+    tested = [(r.hypothesis, c) for r in results for c in r.comparisons if c.seeds is not None]
     if not tested:
-        return
+        return ""
     several = len(tested) > 1
-    method = FAMILY_METHOD if several else "none"
-    adjusted = stats.adjust([c.seeds for c in tested], method, ci=1 - hypothesis.alpha)
-    for comparison, adj in zip(tested, adjusted, strict=True):
+    method = design.correction if several else "none"
+    alphas = {h.alpha for h, _ in tested}
+    level = 1 - min(alphas)  # one family level; hypotheses with other alphas use the smallest
+    adjusted = stats.adjust([c.seeds for _, c in tested], method, ci=level)
+    name = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni",
+            "none": "no"}[method]
+    for (hypothesis, comparison), adj in zip(tested, adjusted, strict=True):
         comparison.p_adjusted = adj.p_adjusted
-        comparison.family = adj.note if several else "a single comparison (no adjustment)"
-        comparison.verdict, comparison.reason = _verdict(adj.difference, hypothesis, several)
+        comparison.family = adj.note
+        label = f" {name}-adjusted" if several and method != "none" else ""
+        comparison.verdict, comparison.reason = _verdict(adj.difference, hypothesis, label)
         if comparison.power_note and comparison.verdict == "inconclusive":
             comparison.reason += f"; {comparison.power_note}"
+    if not several:
+        return "a single comparison (no adjustment)"
+    if method == "none":
+        return (f"{len(tested)} comparisons, NOT corrected (`correction: none`): "
+                "the chance of a false positive among them exceeds alpha")
+    return f"{name} correction over {len(tested)} comparisons ({adjusted[0].note})"
 
 
-def _verdict(diff: Difference, hypothesis: Hypothesis, corrected: bool) -> tuple[str, str]:
-    """diff: the comparison with (family-adjusted, when `corrected`) p-value and CI."""
+def _verdict(diff: Difference, hypothesis: Hypothesis, adjusted: str) -> tuple[str, str]:
+    """diff: the comparison with its family-adjusted p-value and CI; `adjusted` names it."""
     wanted = 1 if hypothesis.direction == "increase" else -1
     p = diff.p_value
-    adjusted = " Holm-adjusted" if corrected else ""
     effect = (f"difference {diff.estimate:+.4g},{adjusted} {100 * diff.ci:.3g}% CI "
               f"[{diff.low:+.4g}, {diff.high:+.4g}] over {diff.n} seeds, p={p:.3g}{adjusted}")
     if p < hypothesis.alpha and np.sign(diff.estimate) == wanted:

@@ -11,7 +11,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from labcoat.report._analysis import AGGREGATES, MACRO, Analysis, Comparison
+from labcoat.report._analysis import (
+    AGGREGATES,
+    MACRO,
+    Analysis,
+    Comparison,
+    HypothesisResult,
+)
 from labcoat.report._status import goodput_line
 from labcoat.stats import Adjusted, Difference, Interval
 
@@ -19,37 +25,14 @@ VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive
 
 
 def print_report(analysis: Analysis, console: Console) -> None:
-    done = sum(len(arm.trials) for arm in analysis.arms)
+    done = len({key for r in analysis.results for arm in r.arms for key in arm.trials})
     total = done + len(analysis.excluded)
     console.print(f"[bold]Experiment {escape(analysis.experiment)}[/] - {analysis.status} "
                   f"({done}/{total} trials finished)", soft_wrap=True)
-    if analysis.hypothesis is None:
-        console.print(escape(analysis.note))
-        return
-    h = analysis.hypothesis
-    source = ("per-item eval scores at each trial's last eval, macro-averaged over tasks"
-              if h.source == "items" else "last logged value")
-    console.print(f"Hypothesis: {escape(h.claim)}", soft_wrap=True)
-    console.print(f"  primary metric: {escape(h.metric)} ({source})", soft_wrap=True)
-    console.print(f"  predicted: {h.direction} vs {escape(analysis.control or '?')}, "
-                  f"alpha={h.alpha:g}\n", soft_wrap=True)
-    console.print(_arms_table(analysis))
-    if any(arm.aggregates for arm in analysis.arms):
-        console.print(_aggregates_table(analysis))
-    for comparison in analysis.comparisons:
-        if comparison.seeds is not None:
-            console.print(_comparison_table(comparison, analysis))
-    for comparison in analysis.comparisons:
-        poi = comparison.improvement
-        if poi is not None:
-            console.print(f"P({escape(comparison.variant)} run beats {escape(comparison.control)}"
-                          f" run on a task) = {poi.point:.2f} [{poi.low:.2f}, {poi.high:.2f}] "
-                          "(Mann-Whitney, averaged over tasks; 0.5 = no difference)",
-                          soft_wrap=True)
-        g = comparison.generalization
-        if g is not None:
-            console.print(f"Across tasks, {escape(comparison.variant)} vs "
-                          f"{escape(comparison.control)}: {escape(g.summary)}", soft_wrap=True)
+    if analysis.note:
+        console.print(escape(analysis.note), soft_wrap=True)
+    for result in analysis.results:
+        _print_hypothesis(result, analysis, console)
     for message in analysis.warnings:
         console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
     if analysis.restarts:
@@ -60,14 +43,46 @@ def print_report(analysis: Analysis, console: Console) -> None:
         console.print(goodput_line(analysis.goodput), soft_wrap=True)
     for key, why in analysis.excluded:
         console.print(f"[dim]not counted: {escape(key)} - {escape(why)}[/]", soft_wrap=True)
-    for comparison in analysis.comparisons:
-        style = VERDICT_STYLE[comparison.verdict]
-        console.print(f"Verdict for {escape(comparison.variant)} vs {escape(comparison.control)}:"
-                      f" [{style}]{comparison.verdict.upper()}[/] - {escape(comparison.reason)}",
-                      soft_wrap=True)
+    if analysis.family and len(analysis.results) + sum(
+            len(r.comparisons) for r in analysis.results) > 2:
+        console.print(f"Family of the verdicts: {escape(analysis.family)}", soft_wrap=True)
+    for result in analysis.results:
+        for c in result.comparisons:
+            style = VERDICT_STYLE[c.verdict]
+            prefix = f"{result.hypothesis.id}, " if len(analysis.results) > 1 else ""
+            console.print(f"Verdict for {prefix}{escape(c.variant)} vs {escape(c.control)}: "
+                          f"[{style}]{c.verdict.upper()}[/] - {escape(c.reason)}",
+                          soft_wrap=True)
 
 
-def _arms_table(analysis: Analysis) -> Table:
+def _print_hypothesis(result: HypothesisResult, analysis: Analysis, console: Console) -> None:
+    h = result.hypothesis
+    source = ("per-item eval scores at each trial's last eval, macro-averaged over tasks"
+              if h.source == "items" else "last logged value")
+    console.print(f"\n[bold]{escape(h.id or 'H1')}[/]: {escape(h.claim)}", soft_wrap=True)
+    console.print(f"  primary metric: {escape(h.metric)} ({source})", soft_wrap=True)
+    console.print(f"  predicted: {h.direction} vs {escape(analysis.control or '?')}, "
+                  f"alpha={h.alpha:g}\n", soft_wrap=True)
+    console.print(_arms_table(result))
+    if any(arm.aggregates for arm in result.arms):
+        console.print(_aggregates_table(result))
+    for comparison in result.comparisons:
+        if comparison.seeds is not None:
+            console.print(_comparison_table(comparison, result))
+    for comparison in result.comparisons:
+        poi = comparison.improvement
+        if poi is not None:
+            console.print(f"P({escape(comparison.variant)} run beats {escape(comparison.control)}"
+                          f" run on a task) = {poi.point:.2f} [{poi.low:.2f}, {poi.high:.2f}] "
+                          "(Mann-Whitney, averaged over tasks; 0.5 = no difference)",
+                          soft_wrap=True)
+        g = comparison.generalization
+        if g is not None:
+            console.print(f"Across tasks, {escape(comparison.variant)} vs "
+                          f"{escape(comparison.control)}: {escape(g.summary)}", soft_wrap=True)
+
+
+def _arms_table(analysis: HypothesisResult) -> Table:
     table = Table(title=f"{analysis.hypothesis.metric} by arm: mean and 95% CI across seeds",
                   title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("task")
@@ -81,7 +96,7 @@ def _arms_table(analysis: Analysis) -> Table:
     return table
 
 
-def _aggregates_table(analysis: Analysis) -> Table:
+def _aggregates_table(analysis: HypothesisResult) -> Table:
     table = Table(title="aggregates over runs x tasks (Agarwal et al. 2021): stratified bootstrap,"
                         " expanded 95% CI", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("aggregate")
@@ -93,7 +108,7 @@ def _aggregates_table(analysis: Analysis) -> Table:
     return table
 
 
-def _comparison_table(c: Comparison, analysis: Analysis) -> Table:
+def _comparison_table(c: Comparison, analysis: HypothesisResult) -> Table:
     family = ""
     sizes = [_family_size(c, i) for i in (0, 1)]
     example = next((a for pair in c.per_task.values() for a in pair if a is not None), None)
@@ -145,7 +160,8 @@ def _ci_cells(d: Difference | Adjusted | None) -> list[str]:
 def analysis_dict(analysis: Analysis) -> dict[str, Any]:
     """The analysis as plain JSON-able data (for `labcoat report --json`)."""
     data = dataclasses.asdict(analysis)
-    data["hypothesis"] = analysis.hypothesis.model_dump() if analysis.hypothesis else None
+    for result, raw in zip(analysis.results, data["results"], strict=True):
+        raw["hypothesis"] = result.hypothesis.model_dump()
     return _json_safe(data)
 
 

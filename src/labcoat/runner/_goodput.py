@@ -75,8 +75,10 @@ def _add_attempt(result: Goodput, previous: Attempt | None, attempt: Attempt) ->
     start, end = _seconds(attempt.started_at), _end(attempt)
     result.wall_s += max(0.0, end - start)
     first_step = attempt.first_step_time
-    result.lost["startup_restore"] += max(0.0, (min(first_step, end) if first_step else end)
-                                          - start)
+    if first_step is not None:
+        result.lost["startup_restore"] += max(0.0, min(first_step, end) - start)
+    elif attempt.last_step is None:  # never reached a step: all of it was startup
+        result.lost["startup_restore"] += max(0.0, end - start)
     restart = previous is not None and is_failure(previous.cause)
     if restart:
         delay = max(0.0, start - _end(previous))

@@ -1,17 +1,53 @@
 """Design files: schema, loading with file:line errors, expansion into trials."""
 
-from labcoat.spec._expand import TrialSpec, design_hash, expand, render_command
-from labcoat.spec._load import load_design, parse_design
-from labcoat.spec._schema import Arm, Design, Hypothesis, Restart
+from labcoat.spec._checks import Problem, design_problems
+from labcoat.spec._expand import (
+    ArmSpec,
+    TrialSpec,
+    arm_specs,
+    design_hash,
+    expand,
+    factorial_runs,
+    render_command,
+)
+from labcoat.spec._load import (
+    DesignCheck,
+    LocatedProblem,
+    check_design_file,
+    load_design,
+    parse_design,
+)
+from labcoat.spec._schema import (
+    Arm,
+    Budget,
+    Design,
+    EvalPlan,
+    Factor,
+    Hypothesis,
+    Restart,
+    Scale,
+)
 
 __all__ = [
     "Arm",
+    "ArmSpec",
+    "Budget",
     "Design",
+    "DesignCheck",
+    "EvalPlan",
+    "Factor",
     "Hypothesis",
+    "LocatedProblem",
+    "Problem",
     "Restart",
+    "Scale",
     "TrialSpec",
+    "arm_specs",
+    "check_design_file",
     "design_hash",
+    "design_problems",
     "expand",
+    "factorial_runs",
     "load_design",
     "parse_design",
     "render_command",

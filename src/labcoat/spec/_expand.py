@@ -1,54 +1,103 @@
-"""Expansion of a design into trials, and the design's identity hash."""
+"""Expansion of a design into trials, and the design's identity hash.
+
+Arms (or the runs of a factorial design) x seeds x scales. With factors, every
+combination of levels is a run (`fraction:` keeps the half, quarter, ... of a
+two-level design defined by its generators); the all-baseline run is the
+control when it is part of the design.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from labcoat.spec._schema import Design, Scalar
+from labcoat.spec._checks import parse_generator
+from labcoat.spec._schema import Design, Scalar, factor_arm_name
+
+# Seeds of different arms when `paired_seeds: false`: arm i gets seed + i * OFFSET.
+UNPAIRED_SEED_OFFSET = 100_003
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrialSpec:
-    """One trial to run: an arm at a seed, with its resolved parameters and command."""
+    """One trial to run: an arm at a seed (and scale), with its parameters and command."""
 
     key: str  # unique within the experiment, e.g. "warmup-s1"
     arm: str
     seed: int
     params: dict[str, Scalar]
     command: list[str]  # argv, no shell
+    factors: dict[str, str] = field(default_factory=dict)  # factor -> level name
+    scale: str | None = None
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    name: str
+    control: bool
+    params: dict[str, Scalar]
+    factors: dict[str, str]
+
+
+def arm_specs(design: Design) -> list[ArmSpec]:
+    """The arms to run, control first: declared arms, or the runs of the factorial."""
+    if design.factors is None:
+        arms = design.arms or {}
+        ordered = sorted(arms, key=lambda a: (not arms[a].control, list(arms).index(a)))
+        return [ArmSpec(a, arms[a].control, dict(arms[a].params), {}) for a in ordered]
+    specs = []
+    for levels in factorial_runs(design):
+        params = {(design.factors[f].param or f): design.factors[f].named_levels()[lv]
+                  for f, lv in levels.items()}
+        baseline = all(lv == next(iter(design.factors[f].named_levels()))
+                       for f, lv in levels.items())
+        specs.append(ArmSpec(factor_arm_name(levels), baseline, params, levels))
+    return sorted(specs, key=lambda s: not s.control)
+
+
+def factorial_runs(design: Design) -> list[dict[str, str]]:
+    """Level names of every run: the full product, or the fraction the generators define
+    (Box, Hunter & Hunter 2005, ch. 6: a generated factor's level is the product of the
+    coded levels of its word, -1 = baseline)."""
+    factors = design.factors or {}
+    names = {f: list(factor.named_levels()) for f, factor in factors.items()}
+    generated = dict(parse_generator(g, list(factors)) for g in design.fraction)
+    base = [f for f in factors if f not in generated]
+    runs = []
+    for combo in itertools.product(*(names[f] for f in base)):
+        levels = dict(zip(base, combo, strict=True))
+        for new, word in generated.items():
+            sign = 1
+            for f in word:
+                sign *= -1 if levels[f] == names[f][0] else 1
+            levels[new] = names[new][0] if sign < 0 else names[new][1]
+        runs.append({f: levels[f] for f in factors})
+    return runs
 
 
 def expand(design: Design, *, python: str | None = None) -> list[TrialSpec]:
-    """Arms x seeds, control arm first; `python` fills {python} (default: this interpreter)."""
-    arms = sorted(
-        design.arms, key=lambda a: (not design.arms[a].control, list(design.arms).index(a))
-    )
+    """Arms x seeds x scales, control first; `python` fills {python} (default: this one)."""
     trials = []
-    for arm in arms:
+    scales = design.scales or [None]
+    for index, arm in enumerate(arm_specs(design)):
         for seed in design.seeds:
-            params = {**design.params, **design.arms[arm].params, "seed": seed}
-            key = f"{arm}-s{seed}"
-            values = {
-                **params,
-                "arm": arm,
-                "trial": key,
-                "experiment": design.name,
-                "python": python or sys.executable,
-            }
-            trials.append(
-                TrialSpec(
-                    key=key,
-                    arm=arm,
-                    seed=seed,
-                    params=params,
-                    command=render_command(design.command, values),
-                )
-            )
+            seed_value = seed if design.paired_seeds else seed + index * UNPAIRED_SEED_OFFSET
+            for scale in scales:
+                params = {**design.params, **arm.params, **(scale.params if scale else {}),
+                          "seed": seed_value}
+                key = f"{arm.name}-s{seed_value}" + (f"-{scale.name}" if scale else "")
+                values = {**params, "arm": arm.name, "trial": key, "experiment": design.name,
+                          "scale": scale.name if scale else "",
+                          "python": python or sys.executable}
+                trials.append(TrialSpec(key=key, arm=arm.name, seed=seed_value, params=params,
+                                        command=render_command(design.command, values),
+                                        factors=arm.factors,
+                                        scale=scale.name if scale else None))
     return trials
 
 
@@ -58,9 +107,8 @@ def render_command(template: str, values: dict[str, Any]) -> list[str]:
     Splitting first means a value with spaces stays one argument and is never
     interpreted by a shell.
     """
-    return [
-        part.format_map({k: _text(v) for k, v in values.items()}) for part in shlex.split(template)
-    ]
+    return [part.format_map({k: _text(v) for k, v in values.items()})
+            for part in shlex.split(template)]
 
 
 def _text(value: Any) -> str:

@@ -1,6 +1,6 @@
 """The design file schema: what a researcher declares about one experiment.
 
-Walking-skeleton form::
+The walking-skeleton form stays valid::
 
     name: warmup-demo
     hypothesis:
@@ -14,29 +14,24 @@ Walking-skeleton form::
       control: {control: true}
       warmup: {params: {warmup: 60}}
     seeds: 3                     # or an explicit list: [0, 1, 2]
-    parallelism: 2               # trials at a time (default: number of CPUs)
+
+The full form adds several hypotheses, secondary metrics, factors (full or
+fractional factorial) instead of arms, seed streams and pairing, scales, an
+eval plan and a budget; see README.md. This module holds the structure (types,
+unknown keys); the checks across fields are in `_checks`.
 """
 
 from __future__ import annotations
 
-import shlex
-import string
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Scalar = str | int | float | bool
-
+NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Placeholders the runner fills in besides the design's own params.
-BUILTIN_PLACEHOLDERS = ("python", "seed", "arm", "trial", "experiment")
-
-
-class LocatedError(ValueError):
-    """A cross-field error that knows which key of the design file it is about."""
-
-    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.path = path
+BUILTIN_PLACEHOLDERS = ("python", "seed", "arm", "trial", "experiment", "scale")
+STREAMS = ("init", "data", "dropout")
 
 
 class _Strict(BaseModel):
@@ -63,6 +58,14 @@ class Hypothesis(_Strict):
         description="smallest effect worth detecting, in the metric's units (e.g. 0.02); "
         "lets the report tell 'no effect' from 'not enough data'",
     )
+    compare: list[str] | None = Field(
+        None,
+        description="the arms (or factors) this hypothesis is about; default: every variant",
+    )
+    sd: float | None = Field(
+        None, gt=0, description="your guess of the per-seed SD of the metric, for power"
+    )
+    id: str | None = Field(None, pattern=NAME, description="a short name, e.g. H1 (default)")
 
 
 class Arm(_Strict):
@@ -70,6 +73,45 @@ class Arm(_Strict):
 
     control: bool = False
     params: dict[str, Scalar] = Field(default_factory=dict)
+
+
+class Factor(_Strict):
+    """An intervention with levels; the first level is the baseline."""
+
+    param: str | None = Field(None, description="the param it sets (default: the factor's name)")
+    levels: list[Scalar] | dict[str, Scalar] = Field(
+        min_length=2, description="at least two levels, baseline first: a list or {name: value}"
+    )
+
+    def named_levels(self) -> dict[str, Scalar]:
+        if isinstance(self.levels, dict):
+            return dict(self.levels)
+        return {_level_name(v): v for v in self.levels}
+
+
+class Scale(_Strict):
+    """A model/data size at which every arm runs (for extrapolation)."""
+
+    name: str = Field(pattern=NAME)
+    params: dict[str, Scalar] = Field(default_factory=dict)
+
+
+class EvalPlan(_Strict):
+    suite: str | None = Field(None, description="eval suite name or file")
+    tasks: list[str] | None = None
+    items_per_task: int | None = Field(None, ge=1)
+    every: int | None = Field(
+        None, ge=1, description="evaluate every N steps during training (None: at the end only)"
+    )
+
+
+class Budget(_Strict):
+    max_trials: int | None = Field(None, ge=1)
+    max_cpu_hours: float | None = Field(None, gt=0)
+    max_gpu_hours: float | None = Field(None, gt=0)
+    trial_minutes: float | None = Field(None, gt=0, description="expected minutes per trial")
+    cpus_per_trial: float = Field(1.0, gt=0)
+    gpus_per_trial: float = Field(0.0, ge=0)
 
 
 class Restart(_Strict):
@@ -90,23 +132,49 @@ class Restart(_Strict):
 
 
 class Design(_Strict):
-    """One experiment: a hypothesis, a command template, arms and seeds."""
+    """One experiment: hypotheses, a command template, arms or factors, seeds."""
 
     name: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        pattern=NAME,
         max_length=100,
         description="the experiment's name: letters, digits, '.', '_', '-'",
     )
     description: str = ""
-    hypothesis: Hypothesis = Field(description="claim, metric, direction")
+    hypothesis: Hypothesis | None = Field(None, description="claim, metric, direction")
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+    secondary_metrics: list[str] = Field(default_factory=list)
+    correction: Literal["holm", "bh", "bonferroni", "none"] = Field(
+        "holm", description="how a family of comparisons is corrected"
+    )
+    seed_analysis: Literal["welch", "paired"] = Field(
+        "welch", description="compare arms by Welch's test, or paired by seed (shared seeds)"
+    )
     command: str = Field(min_length=1, description="program to run, with {param} placeholders")
     params: dict[str, Scalar] = Field(default_factory=dict)
-    arms: dict[str, Arm] = Field(
-        min_length=2, description="at least two named arms, one with `control: true`"
+    arms: dict[str, Arm] | None = Field(
+        None, description="named arms, one with `control: true` (or use factors)"
     )
+    factors: dict[str, Factor] | None = Field(
+        None, description="interventions with levels, crossed in a factorial design"
+    )
+    fraction: list[str] = Field(
+        default_factory=list,
+        description="generators of a two-level fractional factorial, e.g. 'wd = warmup*lr'",
+    )
+    interactions: list[list[str]] = Field(default_factory=list)
     seeds: list[int] = Field(
         min_length=1, description="a count (3 means seeds 0, 1, 2) or a list of integer seeds"
     )
+    seed_streams: list[Literal["init", "data", "dropout"]] = Field(
+        default_factory=lambda: list(STREAMS),
+        description="the random streams the trial's seed controls (init, data, dropout)",
+    )
+    paired_seeds: bool = Field(
+        True, description="arms run the same seed values (common random numbers)"
+    )
+    scales: list[Scale] = Field(default_factory=list)
+    eval: EvalPlan | None = None
+    budget: Budget | None = None
     parallelism: int | None = Field(None, ge=1, description="trials at a time (default: CPUs)")
     restart: Restart = Field(default_factory=Restart, description="retries, backoff, heartbeat")
 
@@ -127,70 +195,33 @@ class Design(_Strict):
             raise ValueError(f"seeds {value} repeat a seed; list each seed once")
         return value
 
-    @field_validator("arms")
-    @classmethod
-    def _arm_names(cls, value: dict[str, Arm]) -> dict[str, Arm]:
-        for name in value:
-            if not str(name) or not all(c.isalnum() or c in "._-" for c in str(name)):
-                raise ValueError(f"arm name {name!r} may use only letters, digits, '.', '_', '-'")
-        return value
-
-    @model_validator(mode="after")
-    def _check_references(self) -> Design:
-        controls = [name for name, arm in self.arms.items() if arm.control]
-        if len(controls) != 1:
-            found = f"found {len(controls)} ({', '.join(controls)})" if controls else "found none"
-            where = ("arms", controls[1], "control") if len(controls) > 1 else ("arms",)
-            raise LocatedError(
-                where,
-                f"exactly one arm must be the control, {found}; "
-                "mark the baseline arm with `control: true`",
-            )
-        for arm_name, arm in self.arms.items():
-            for key in arm.params:
-                if key not in self.params:
-                    known = ", ".join(self.params) or "none declared"
-                    raise LocatedError(
-                        ("arms", arm_name, "params", key),
-                        f"arm {arm_name!r} sets {key!r}, which is not in params "
-                        f"(known: {known}); declare it under `params:` or fix the spelling",
-                    )
-        for key in self.params:
-            if key in BUILTIN_PLACEHOLDERS:
-                raise LocatedError(
-                    ("params", key),
-                    f"param {key!r} is reserved (labcoat fills it in: "
-                    f"{', '.join(BUILTIN_PLACEHOLDERS)}); rename it",
-                )
-        known = set(self.params) | set(BUILTIN_PLACEHOLDERS)
-        try:
-            shlex.split(self.command)
-            fields = placeholders(self.command)
-        except ValueError as e:
-            raise LocatedError(("command",), str(e)) from None
-        for field in fields:
-            if field not in known:
-                raise LocatedError(
-                    ("command",),
-                    f"command uses {{{field}}}, which is not a param; add `{field}` under "
-                    f"`params:` or use one of {', '.join(sorted(known))}",
-                )
-        return self
+    @property
+    def all_hypotheses(self) -> list[Hypothesis]:
+        """`hypothesis` and `hypotheses` together, each with an id (H1, H2, ...)."""
+        found = ([self.hypothesis] if self.hypothesis else []) + list(self.hypotheses)
+        return [h if h.id else h.model_copy(update={"id": f"H{i}"})
+                for i, h in enumerate(found, start=1)]
 
     @property
-    def control(self) -> str:
-        return next(name for name, arm in self.arms.items() if arm.control)
+    def control(self) -> str | None:
+        """The control arm's name (for factors: the all-baseline run), if there is one."""
+        if self.arms is not None:
+            return next((name for name, arm in self.arms.items() if arm.control), None)
+        if self.factors is not None:
+            return baseline_arm(self)
+        return None
 
 
-def placeholders(template: str) -> list[str]:
-    """The {names} a command template uses; positional `{}` is rejected."""
-    try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-    except ValueError as e:
-        raise ValueError(
-            f"command template is malformed ({e}); write literal braces as {{{{ }}}}"
-        ) from None
-    for field in fields:
-        if not field.isidentifier():
-            raise ValueError(f"command placeholder {{{field}}} must be a parameter name")
-    return fields
+def _level_name(value: Scalar) -> str:
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return "".join(c if c.isalnum() or c in "._" else "_" for c in text)
+
+
+def factor_arm_name(levels: dict[str, str]) -> str:
+    """The arm name of a factorial run, e.g. warmup-on_lr-high."""
+    return "_".join(f"{factor}-{level}" for factor, level in levels.items())
+
+
+def baseline_arm(design: Design) -> str:
+    factors = design.factors or {}
+    return factor_arm_name({f: next(iter(factor.named_levels())) for f, factor in factors.items()})
