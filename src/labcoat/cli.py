@@ -61,12 +61,15 @@ def run(
         help="inject faults, e.g. 'kill@20s,corrupt@30s,kill-in-save@2,disk-full@3,"
              "torn-journal@50' (see README)")] = None,
     chaos_seed: Annotated[int, typer.Option(help="seed of the chaos schedule")] = 0,
+    amend: Annotated[str | None, typer.Option(
+        help="why the frozen analysis plan (hypotheses, metrics, correction) changes; the "
+             "report shows it")] = None,
 ) -> None:
     """Run every unfinished trial of DESIGN; run it again to resume after a stop."""
     from labcoat.runner import run_design
 
     summary = run_design(design, parallelism=parallel, console=console, plain=plain or None,
-                         chaos=chaos, chaos_seed=chaos_seed)
+                         chaos=chaos, chaos_seed=chaos_seed, amend=amend)
     _print_run_summary(summary)
 
 

@@ -158,13 +158,14 @@ def test_second_runner_on_the_same_experiment_is_refused(home, tmp_path):
         first.wait(timeout=30)
 
 
-def test_changing_the_design_under_the_same_name_is_refused(home, tmp_path):
+def test_changing_the_params_of_recorded_trials_is_refused(home, tmp_path):
     design = fake_design(tmp_path, steps=2, seeds=1)
     cli("run", str(design), check=True)
     design.write_text(design.read_text().replace("steps: 2", "steps: 3"))
     result = cli("run", str(design))
     assert result.returncode == 2
-    assert "already exists with a different design" in result.stderr
+    assert "already ran trial(s) base-s0, better-s0 with other parameters" in result.stderr
+    assert "new `name:`" in result.stderr
 
 
 def _done_count():

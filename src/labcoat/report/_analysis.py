@@ -24,7 +24,8 @@ from labcoat import spec, stats, store
 from labcoat.report._status import status_data
 from labcoat.spec import Design, Hypothesis
 from labcoat.stats import Adjusted, Difference, Generalization, Interval, StatsWarning
-from labcoat.store import Experiment, Trial
+from labcoat.store import TRIAL_STATUSES, Experiment, Trial
+from labcoat.store._models import as_utc
 
 MACRO = "macro"
 FAMILY_METHOD = "holm"
@@ -82,6 +83,9 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     note: str = ""
     goodput: dict[str, Any] = field(default_factory=dict)  # see report._status
+    registration: dict[str, Any] = field(default_factory=dict)  # frozen plan, amendments
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # arm -> status -> trials
+    late_trials: list[str] = field(default_factory=list)  # added after results were seen
     restarts: dict[str, list[str]] = field(default_factory=dict)  # trial -> causes of restarts
 
 
@@ -94,9 +98,31 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
                                          if issubclass(w.category, StatsWarning)])
     status = status_data(session, experiment)
     analysis.goodput = status["goodput"]
+    analysis.registration = dict(experiment.analysis_plan or {})
+    analysis.counts = _counts(experiment)
+    analysis.late_trials = _late_trials(experiment)
     analysis.restarts = {t["key"]: [a["cause"] for a in t["attempt_history"][:-1]]
                          for t in status["trials"] if t["attempts"] > 1}
     return analysis
+
+
+def _counts(experiment: Experiment) -> dict[str, dict[str, int]]:
+    """Every trial of every arm by status: nothing is dropped silently."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(TRIAL_STATUSES, 0))
+    for trial in experiment.trials:
+        counts[trial.arm][trial.status] += 1
+    return {arm: dict(c) for arm, c in counts.items()}
+
+
+def _late_trials(experiment: Experiment) -> list[str]:
+    """Trials created after the experiment's first result was recorded (seeds added after
+    results were seen can be shopped for: the report says so)."""
+    finished = [as_utc(a.ended_at) for t in experiment.trials for a in t.attempts
+                if a.ended_at is not None and a.cause == "exit 0"]
+    if not finished:
+        return []
+    first = min(finished)
+    return [t.key for t in experiment.trials if as_utc(t.created_at) > first]
 
 
 def _merge_warnings(found: list[StatsWarning]) -> list[str]:

@@ -35,6 +35,7 @@ def print_report(analysis: Analysis, console: Console) -> None:
         _print_hypothesis(result, analysis, console)
     for message in analysis.warnings:
         console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+    _print_registration(analysis, console)
     if analysis.restarts:
         causes = "; ".join(f"{escape(k)}: {escape(', '.join(c))}"
                            for k, c in analysis.restarts.items())
@@ -53,6 +54,24 @@ def print_report(analysis: Analysis, console: Console) -> None:
             console.print(f"Verdict for {prefix}{escape(c.variant)} vs {escape(c.control)}: "
                           f"[{style}]{c.verdict.upper()}[/] - {escape(c.reason)}",
                           soft_wrap=True)
+
+
+def _print_registration(analysis: Analysis, console: Console) -> None:
+    """The frozen plan, its amendments, every trial counted, and seeds added late."""
+    plan = analysis.registration
+    if plan:
+        console.print(f"pre-registered analysis plan {plan['hash'][:12]}, frozen "
+                      f"{plan['frozen_at'][:19]}", soft_wrap=True)
+        for a in plan.get("amendments", []):
+            console.print(f"[yellow]amended[/] {a['at'][:19]} ({', '.join(a['changed'])}): "
+                          f"{escape(a['reason'])}", soft_wrap=True)
+    counts = "; ".join(f"{escape(arm)}: " + ", ".join(f"{n} {s}" for s, n in c.items() if n)
+                       for arm, c in analysis.counts.items())
+    if counts:
+        console.print(f"trials: {counts}", soft_wrap=True)
+    if analysis.late_trials:
+        console.print(f"[yellow]added after results were seen:[/] "
+                      f"{escape(', '.join(analysis.late_trials))}", soft_wrap=True)
 
 
 def _print_hypothesis(result: HypothesisResult, analysis: Analysis, console: Console) -> None:

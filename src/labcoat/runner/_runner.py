@@ -30,6 +30,7 @@ from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_
 from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
+from labcoat.runner._registration import register
 from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
 from labcoat.spec import Restart
 from labcoat.store import Attempt, Experiment, Trial
@@ -68,10 +69,12 @@ def run_design(
     plain: bool | None = None,
     chaos: str | None = None,
     chaos_seed: int = 0,
+    amend: str | None = None,
 ) -> RunSummary:
     """Run every unfinished trial of the design at `design_path`.
 
     chaos: a fault spec (see `labcoat.runner._chaos`) injected while it runs.
+    amend: the reason for changing a frozen analysis plan (see `_registration`).
     """
     path = Path(design_path)
     chaos_spec = parse_chaos(chaos) if chaos else None
@@ -82,14 +85,10 @@ def run_design(
     db = store.open_store()
     try:
         with _experiment_lock(design.name), db.session() as session:
-            experiment, _ = store.get_or_create_experiment(
-                session,
-                name=design.name,
-                design_yaml=path.read_text(encoding="utf-8"),
-                design_hash=spec.design_hash(design),
-                design_path=str(path.absolute()),
+            experiment = register(
+                session, design, text=path.read_text(encoding="utf-8"),
+                path=str(path.absolute()), trials=trials, amend=amend,
             )
-            store.add_missing_trials(session, experiment, trials)
             _recover_stale(session, experiment)
             session.commit()
             restart = design.restart

@@ -68,6 +68,8 @@ def add_missing_trials(session: Session, experiment: Experiment, specs: Iterable
                     seed=spec.seed,
                     params=dict(spec.params),
                     command=list(spec.command),
+                    factors=dict(getattr(spec, "factors", {})) or None,
+                    scale=getattr(spec, "scale", None),
                     status="pending",
                 )
             )
