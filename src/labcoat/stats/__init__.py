@@ -8,6 +8,8 @@
   compare_curves (one number per run, never steps as samples)
 - planning: items_needed, minimum_detectable_effect, seeds_needed, power_two_sample
 - families: adjust (Holm, Benjamini-Hochberg, Bonferroni), holm, benjamini_hochberg
+- factorial designs: full_factorial, fractional_factorial (aliasing), factorial_effects,
+  suggest_fractional
 - across tasks: random_effects, fixed_effect, generalization, macro_average
 - warnings that qualify a result: StatsWarning
 """
@@ -22,6 +24,15 @@ from labcoat.stats._aggregates import (
 from labcoat.stats._bootstrap import interval_estimates, probability_of_improvement
 from labcoat.stats._checks import StatsWarning
 from labcoat.stats._curves import compare_curves, summarize_curves
+from labcoat.stats._factorial import (
+    FactorialDesign,
+    factorial_effects,
+    fractional_factorial,
+    full_factorial,
+    full_factorial_levels,
+    suggest_fractional,
+)
+from labcoat.stats._factorial import Suggestion as FactorialSuggestion
 from labcoat.stats._generalize import Generalization, generalization
 from labcoat.stats._items import (
     ResampledMean,
@@ -65,6 +76,8 @@ from labcoat.stats._types import Difference, Interval
 __all__ = [
     "Adjusted",
     "Difference",
+    "FactorialDesign",
+    "FactorialSuggestion",
     "Generalization",
     "Interval",
     "MannWhitneyResult",
@@ -86,7 +99,11 @@ __all__ = [
     "check_same_items",
     "compare_curves",
     "eval_mean",
+    "factorial_effects",
     "fixed_effect",
+    "fractional_factorial",
+    "full_factorial",
+    "full_factorial_levels",
     "generalization",
     "hedges_g",
     "holm",
@@ -108,6 +125,7 @@ __all__ = [
     "resampled_mean",
     "seeds_needed",
     "seeds_needed_from_pilot",
+    "suggest_fractional",
     "summarize_curves",
     "unpaired_difference",
     "welch",
