@@ -51,6 +51,52 @@ def init(directory: Annotated[Path, typer.Argument(help="where to write design.y
 
 
 @app.command()
+def lint(
+    design: Annotated[Path, typer.Argument(help="the design file (YAML)")],
+    pilot: Annotated[str | None, typer.Option(help="an earlier experiment in the store whose "
+                                              "variances set the power checks")] = None,
+    as_json: JsonFlag = False,
+    strict: Annotated[bool, typer.Option(help="exit 1 on warnings too")] = False,
+) -> None:
+    """Review a design before it runs: weak or wrong designs, with the place and the fix.
+
+    Exit status: 1 if there is an error (or, with --strict, a warning), else 0.
+    """
+    from labcoat import report as reports
+    from labcoat import review
+
+    findings = review.lint(design, pilots=review.pilots_from_store(design, pilot))
+    if as_json:
+        _print_json([f.as_dict() for f in findings])
+    else:
+        reports.print_findings(findings, console)
+    failing = {"error", "warning"} if strict else {"error"}
+    if any(f.severity in failing for f in findings):
+        raise typer.Exit(1)
+
+
+@app.command()
+def plan(
+    design: Annotated[Path, typer.Argument(help="the design file (YAML)")],
+    pilot: Annotated[str | None, typer.Option(help="an earlier experiment in the store whose "
+                                              "variances set the plan")] = None,
+    candidates: Annotated[str | None, typer.Option(
+        help="comma-separated interventions to test together in a fractional factorial")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Seeds per arm and items per task for 80% power, and what each would buy."""
+    from labcoat import report as reports
+    from labcoat import review, spec
+
+    found = review.plan(spec.load_design(design), review.pilots_from_store(design, pilot),
+                        candidates=candidates.split(",") if candidates else None)
+    if as_json:
+        _print_json(reports.plan_dict(found))
+    else:
+        reports.print_plan(found, console)
+
+
+@app.command()
 def run(
     design: Annotated[Path, typer.Argument(help="the design file (YAML)")],
     parallel: Annotated[int | None, typer.Option("--parallel", "-j", min=1,

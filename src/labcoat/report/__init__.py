@@ -2,6 +2,7 @@
 
 from labcoat.report._analysis import Analysis, ArmResult, Comparison, HypothesisResult, analyze
 from labcoat.report._files import file_comparison_dict, print_file_comparison
+from labcoat.report._review import plan_dict, print_findings, print_plan
 from labcoat.report._status import experiment_summary, goodput_line, print_status, status_data
 from labcoat.report._terminal import analysis_dict, print_report
 
@@ -15,7 +16,10 @@ __all__ = [
     "experiment_summary",
     "file_comparison_dict",
     "goodput_line",
+    "plan_dict",
     "print_file_comparison",
+    "print_findings",
+    "print_plan",
     "print_report",
     "print_status",
     "status_data",

@@ -97,9 +97,18 @@ def _command(design: Design) -> list[Problem]:
     except ValueError as e:
         return [Problem("bad-command", ("command",), str(e))]
     known = set(design.params) | set(BUILTIN_PLACEHOLDERS)
-    return [Problem("unknown-placeholder", ("command",), f"command uses {{{f}}}, which is not a "
-                    f"param; add `{f}` under `params:` or use one of {', '.join(sorted(known))}")
-            for f in fields if f not in known]
+    problems = [Problem("unknown-placeholder", ("command",), f"command uses {{{f}}}, which is "
+                        f"not a param; add `{f}` under `params:` or use one of "
+                        f"{', '.join(sorted(known))}")
+                for f in fields if f not in known]
+    declared = {"eval_every": design.eval and design.eval.every,
+                "eval_items": design.eval and design.eval.items_per_task}
+    for name, value in declared.items():
+        if name in fields and not value:
+            key = "every" if name == "eval_every" else "items_per_task"
+            problems.append(Problem("undeclared-eval", ("command",), f"command uses {{{name}}} "
+                                    f"but the design declares no `eval: {{{key}: ...}}`"))
+    return problems
 
 
 def _hypotheses(design: Design) -> list[Problem]:

@@ -93,6 +93,8 @@ def expand(design: Design, *, python: str | None = None) -> list[TrialSpec]:
                 key = f"{arm.name}-s{seed_value}" + (f"-{scale.name}" if scale else "")
                 values = {**params, "arm": arm.name, "trial": key, "experiment": design.name,
                           "scale": scale.name if scale else "",
+                          "eval_every": design.eval.every if design.eval else "",
+                          "eval_items": design.eval.items_per_task if design.eval else "",
                           "python": python or sys.executable}
                 trials.append(TrialSpec(key=key, arm=arm.name, seed=seed_value, params=params,
                                         command=render_command(design.command, values),

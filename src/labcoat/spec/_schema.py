@@ -30,7 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 Scalar = str | int | float | bool
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Placeholders the runner fills in besides the design's own params.
-BUILTIN_PLACEHOLDERS = ("python", "seed", "arm", "trial", "experiment", "scale")
+BUILTIN_PLACEHOLDERS = ("python", "seed", "arm", "trial", "experiment", "scale", "eval_every",
+                        "eval_items")
 STREAMS = ("init", "data", "dropout")
 
 

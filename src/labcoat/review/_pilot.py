@@ -1,0 +1,87 @@
+"""Variances from pilot data: an earlier experiment in the store, for power and planning."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from labcoat import stats, store
+from labcoat.spec import Hypothesis
+from labcoat.store import Experiment
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """What a pilot says about one hypothesis' metric.
+
+    seed_sd: pooled per-seed SD of the metric across arms (None: fewer than 2 seeds in an arm).
+    omega2: variance of the per-item score difference between two arms (Miller 2024),
+      from the pilot's final eval items averaged over seeds; None without item data.
+    items_per_task: items the pilot evaluated per task.
+    """
+
+    experiment: str
+    seed_sd: float | None
+    seeds: int
+    omega2: float | None
+    items_per_task: int | None
+
+
+def pilot_for(session: Session, experiment: Experiment, hypothesis: Hypothesis) -> Pilot:
+    done = [t for t in experiment.trials if t.status == "done"]
+    ids = [t.id for t in done]
+    per_item: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    per_trial: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    arm_of = {t.id: t.arm for t in done}
+    for row in store.final_eval_items(session, ids):
+        per_item[arm_of[row.trial_id]][(row.task, row.item)].append(row.score)
+        per_trial[row.trial_id][row.task].append(row.score)
+    if hypothesis.source == "items":
+        values = {tid: float(np.mean([np.mean(s) for s in tasks.values()]))
+                  for tid, tasks in per_trial.items()}
+    else:
+        values = store.last_values(session, ids, hypothesis.metric)
+    by_arm: dict[str, list[float]] = defaultdict(list)
+    for tid, value in values.items():
+        by_arm[arm_of[tid]].append(value)
+    return Pilot(experiment.name, _pooled_sd(by_arm), min(map(len, by_arm.values()), default=0),
+                 _omega2(per_item), _items_per_task(per_item))
+
+
+def _pooled_sd(by_arm: dict[str, list[float]]) -> float | None:
+    groups = [np.asarray(v) for v in by_arm.values() if len(v) >= 2]
+    if not groups:
+        return None
+    ss = sum(float(np.sum((g - g.mean()) ** 2)) for g in groups)
+    df = sum(len(g) - 1 for g in groups)
+    return float(np.sqrt(ss / df)) if df > 0 else None
+
+
+def _omega2(per_item: dict[str, dict[tuple[str, str], list[float]]]) -> float | None:
+    """Paired item-difference variance between the first two arms; with one arm, twice the
+    item variance (the difference of two independent models: conservative)."""
+    arms = list(per_item)
+    if not arms:
+        return None
+    if len(arms) == 1:
+        scores = np.array([np.mean(v) for v in per_item[arms[0]].values()])
+        return float(2 * scores.var(ddof=1)) if scores.size > 1 else None
+    a, b = per_item[arms[0]], per_item[arms[1]]
+    shared = sorted(set(a) & set(b))
+    if len(shared) < 2:
+        return None
+    xa = np.array([np.mean(a[k]) for k in shared])
+    xb = np.array([np.mean(b[k]) for k in shared])
+    return float(stats.pilot_variances(xa, xb).omega2)
+
+
+def _items_per_task(per_item: dict[str, dict[tuple[str, str], list[float]]]) -> int | None:
+    if not per_item:
+        return None
+    counts: dict[str, int] = defaultdict(int)
+    for task, _ in next(iter(per_item.values())):
+        counts[task] += 1
+    return min(counts.values()) if counts else None

@@ -1,0 +1,265 @@
+"""The design review: rules that catch weak experiments before they burn compute.
+
+Each rule looks at a validated design (and, for power, pilot variances) and
+returns findings with the place in the file and a concrete fix. Structural
+problems (a missing control, an undeclared param, ...) come from
+`labcoat.spec` and are errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from labcoat import spec, stats
+from labcoat.review._findings import Finding, Severity
+from labcoat.review._pilot import Pilot
+from labcoat.spec import Design, Hypothesis
+from labcoat.spec._yaml import line_of
+
+FEW_SEEDS = 5
+LONG_RUN_STEPS = 1000
+TARGET_POWER = 0.8
+
+
+class Context:
+    """What the rules see: the design, where its keys are, and pilot variances."""
+
+    def __init__(self, design: Design, file: str, lines: dict,
+                 pilots: dict[str, Pilot] | None = None) -> None:
+        self.design = design
+        self.file = file
+        self.lines = lines
+        self.pilots = pilots or {}  # hypothesis id -> pilot
+
+    def finding(self, rule: str, severity: Severity, path: tuple, message: str,
+                fix: str = "") -> Finding:
+        """A finding at `path`, or at its nearest key in the file (none if absent)."""
+        line = line_of(self.lines, path) if path else None
+        if path and line == self.lines.get(()):
+            line = None  # the key is not in the file: no line to point at
+        return Finding(rule, severity, self.file, line, message, fix)
+
+
+Rule = Callable[[Context], Iterator[Finding]]
+
+
+def single_seed(ctx: Context) -> Iterator[Finding]:
+    n = len(ctx.design.seeds)
+    if n == 1:
+        yield ctx.finding("single-seed", "error", ("seeds",),
+                          "one seed cannot separate an effect from seed-to-seed noise",
+                          f"run at least {FEW_SEEDS} seeds (`seeds: {FEW_SEEDS}`); "
+                          "`labcoat plan` says how many the smallest effect needs")
+    elif n < FEW_SEEDS:
+        yield ctx.finding("few-seeds", "warning", ("seeds",),
+                          f"{n} seeds: t intervals are wide and bootstrap intervals under-cover",
+                          f"use {FEW_SEEDS} or more seeds, or check `labcoat plan`")
+
+
+def confounded_arm(ctx: Context) -> Iterator[Finding]:
+    """An arm that changes several params at once cannot attribute its effect to either."""
+    arms = ctx.design.arms or {}
+    control = ctx.design.control
+    base = dict(arms[control].params) if control in arms else {}
+    for name, arm in arms.items():
+        changed = sorted(k for k, v in arm.params.items() if base.get(k, ctx.design.params.get(k))
+                         != v)
+        if name != control and len(changed) > 1:
+            yield ctx.finding(
+                "confounded-arm", "warning", ("arms", name),
+                f"arm {name!r} changes {', '.join(changed)} at once: its effect cannot be "
+                "attributed to either",
+                "give each change its own arm, or declare `factors:` so a factorial design "
+                "estimates each effect")
+
+
+def no_hypothesis(ctx: Context) -> Iterator[Finding]:
+    if not ctx.design.all_hypotheses:
+        yield ctx.finding("no-primary-metric", "warning", (),
+                          "no hypothesis with a pre-declared primary metric: any metric that "
+                          "looks good afterwards can be reported",
+                          "add `hypothesis:` with claim, metric and direction before running")
+
+
+def uncorrected_family(ctx: Context) -> Iterator[Finding]:
+    design = ctx.design
+    variants = len(spec.arm_specs(design)) - 1 if design.factors is None else len(design.factors)
+    family = len(design.all_hypotheses) * max(variants, 1)
+    if design.correction == "none" and family > 1:
+        yield ctx.finding("uncorrected-family", "warning", ("correction",),
+                          f"{family} comparisons are tested at full alpha each: the chance of a "
+                          "false positive among them is well above alpha",
+                          "remove `correction: none` (Holm is the default) or declare fewer "
+                          "hypotheses")
+
+
+def smallest_effect(ctx: Context) -> Iterator[Finding]:
+    for path, h in _hypothesis_paths(ctx.design):
+        if h.smallest_effect is None:
+            yield ctx.finding("no-smallest-effect", "info", path,
+                              f"hypothesis {h.id} declares no smallest effect of interest: the "
+                              "report cannot tell 'no effect' from 'not enough data'",
+                              "add `smallest_effect:` (e.g. 0.02 for two points of accuracy)")
+
+
+def underpowered(ctx: Context) -> Iterator[Finding]:
+    n = len(ctx.design.seeds)
+    for path, h in _hypothesis_paths(ctx.design):
+        if h.smallest_effect is None:
+            continue
+        pilot = ctx.pilots.get(h.id or "")
+        sd = pilot.seed_sd if pilot and pilot.seed_sd else h.sd
+        source = f"pilot {pilot.experiment}" if pilot and pilot.seed_sd else "your `sd:` guess"
+        if sd is None:
+            yield ctx.finding("power-unknown", "info", path,
+                              f"hypothesis {h.id}: power cannot be checked without the per-seed "
+                              "SD of the metric",
+                              "declare `sd:` (a guess) under the hypothesis, or pass "
+                              "--pilot EXP (an earlier experiment in the store)")
+            continue
+        power = stats.power_two_sample(n, h.smallest_effect, sd=sd, alpha=h.alpha)
+        if power < TARGET_POWER:
+            needed = stats.seeds_needed(h.smallest_effect, sd=sd, alpha=h.alpha,
+                                        power=TARGET_POWER)
+            yield ctx.finding(
+                "underpowered", "warning", path,
+                f"hypothesis {h.id}: {n} seeds per arm give power {power:.2f} to detect "
+                f"{h.smallest_effect:g} (per-seed SD {sd:.3g} from {source})",
+                f"use {needed} seeds per arm for {TARGET_POWER:.0%} power, or accept a larger "
+                "smallest effect")
+        yield from _items_power(ctx, path, h, pilot)
+
+
+def _items_power(ctx: Context, path: tuple, h: Hypothesis,
+                 pilot: Pilot | None) -> Iterator[Finding]:
+    if h.source != "items" or pilot is None or pilot.omega2 is None:
+        return
+    needed = stats.items_needed(h.smallest_effect, omega2=max(pilot.omega2, 1e-12),
+                                alpha=h.alpha, power=TARGET_POWER)
+    have = (ctx.design.eval.items_per_task if ctx.design.eval and ctx.design.eval.items_per_task
+            else pilot.items_per_task)
+    if have is not None and have < needed:
+        yield ctx.finding(
+            "too-few-items", "warning", path,
+            f"hypothesis {h.id}: {have} eval items per task cannot resolve {h.smallest_effect:g} "
+            f"between two models (item-difference variance {pilot.omega2:.3g} from pilot "
+            f"{pilot.experiment}; Miller 2024)",
+            f"evaluate {needed} items per task (`eval: {{items_per_task: {needed}}}`)")
+
+
+def eval_at_end(ctx: Context) -> Iterator[Finding]:
+    steps = ctx.design.params.get("steps")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < LONG_RUN_STEPS:
+        return
+    every = ctx.design.eval.every if ctx.design.eval else None
+    if every is None or every > steps // 2:
+        yield ctx.finding(
+            "eval-only-at-end", "warning", ("eval",) if ctx.design.eval else ("params", "steps"),
+            f"a {steps}-step run evaluated only at the end: a broken run is found after its "
+            "compute is spent",
+            f"evaluate during training, e.g. `eval: {{every: {max(1, steps // 10)}}}`")
+
+
+def seed_pairing(ctx: Context) -> Iterator[Finding]:
+    design = ctx.design
+    if design.paired_seeds and design.seed_analysis == "welch" and len(design.seeds) > 1:
+        yield ctx.finding("seeds-not-paired-in-analysis", "info", ("seed_analysis",),
+                          "arms share seeds but the analysis treats them as independent: "
+                          "pairing by seed can cut variance when seeds affect arms alike",
+                          "set `seed_analysis: paired` (pre-register it before the run)")
+    if not design.paired_seeds and design.seed_analysis == "paired":
+        yield ctx.finding("paired-without-shared-seeds", "error", ("seed_analysis",),
+                          "a paired analysis needs arms that share seeds, but "
+                          "`paired_seeds: false` gives each arm its own",
+                          "set `paired_seeds: true`, or `seed_analysis: welch`")
+
+
+def seed_streams(ctx: Context) -> Iterator[Finding]:
+    missing = [s for s in spec._schema.STREAMS if s not in ctx.design.seed_streams]
+    if missing:
+        yield ctx.finding("seed-streams", "info", ("seed_streams",),
+                          f"the seed does not vary {', '.join(missing)}: the intervals describe "
+                          "only the other sources of randomness",
+                          "let the seed control init, data and dropout unless you study one")
+
+
+def budget(ctx: Context) -> Iterator[Finding]:
+    b = ctx.design.budget
+    if b is None:
+        return
+    trials = len(spec.expand(ctx.design, python="python"))
+    if b.max_trials is not None and trials > b.max_trials:
+        yield ctx.finding("budget-exceeded", "error", ("budget", "max_trials"),
+                          f"the design runs {trials} trials, over the budget of {b.max_trials}",
+                          "drop seeds, arms or scales, or use a fractional factorial "
+                          "(`labcoat plan` suggests one)")
+    if b.trial_minutes is None:
+        if b.max_cpu_hours or b.max_gpu_hours:
+            yield ctx.finding("budget-unknown", "info", ("budget",),
+                              "hours cannot be checked without the minutes per trial",
+                              "declare `budget: {trial_minutes: ...}` (a pilot run tells)")
+        return
+    for kind, limit, per_trial in (("CPU", b.max_cpu_hours, b.cpus_per_trial),
+                                   ("GPU", b.max_gpu_hours, b.gpus_per_trial)):
+        hours = trials * b.trial_minutes / 60 * per_trial
+        if limit is not None and hours > limit:
+            yield ctx.finding("budget-exceeded", "error", ("budget",),
+                              f"{trials} trials x {b.trial_minutes:g} min x {per_trial:g} "
+                              f"{kind}s = {hours:.1f} {kind}-hours, over the budget of {limit:g}",
+                              "drop seeds, arms or scales, or raise the budget")
+
+
+def aliasing(ctx: Context) -> Iterator[Finding]:
+    design = ctx.design
+    if not design.fraction:
+        return
+    words = _defining_words(design)
+    shortest = min((len(w) for w in words), default=0)
+    if shortest and shortest < 4:
+        example = next(w for w in words if len(w) == shortest)
+        yield ctx.finding(
+            "aliased-effects", "warning", ("fraction",),
+            f"resolution {shortest} fraction (defining word {'*'.join(sorted(example))}): main "
+            "effects are aliased with two-factor interactions",
+            "add runs (fewer generators) for resolution IV, or accept that a main effect is "
+            "attributable only if those interactions are negligible")
+    for i, pair in enumerate(design.interactions):
+        term = frozenset(pair)
+        for other in [frozenset([f]) for f in design.factors or {}] + [
+                frozenset(p) for p in design.interactions if frozenset(p) != term]:
+            if any(term ^ other == w for w in words):
+                yield ctx.finding("aliased-interaction", "error", ("interactions", i),
+                                  f"interaction {'*'.join(pair)} is aliased with "
+                                  f"{'*'.join(sorted(other))} in this fraction: they cannot be "
+                                  "told apart", "drop a generator or the interaction")
+
+
+def _defining_words(design: Design) -> list[frozenset[str]]:
+    """Every word of the defining relation: products of the generators (Box, Hunter & Hunter
+    2005, sec. 6.4)."""
+    gens = []
+    for text in design.fraction:
+        new, word = spec._checks.parse_generator(text, list(design.factors or {}))
+        gens.append(frozenset([new, *word]))
+    words: set[frozenset[str]] = set()
+    for mask in range(1, 2 ** len(gens)):
+        word: frozenset[str] = frozenset()
+        for i, g in enumerate(gens):
+            if mask >> i & 1:
+                word = word ^ g
+        words.add(word)
+    return sorted(words, key=len)
+
+
+def _hypothesis_paths(design: Design) -> Iterator[tuple[tuple, Hypothesis]]:
+    for i, h in enumerate(design.all_hypotheses):
+        if design.hypothesis is not None and i == 0:
+            yield ("hypothesis",), h
+        else:
+            yield ("hypotheses", i - (design.hypothesis is not None)), h
+
+
+RULES: tuple[Rule, ...] = (
+    single_seed, confounded_arm, no_hypothesis, uncorrected_family, smallest_effect,
+    underpowered, eval_at_end, seed_pairing, seed_streams, budget, aliasing,
+)
