@@ -21,7 +21,7 @@ def print_findings(findings: list[Finding], console: Console) -> None:
         return
     for f in findings:
         style = SEVERITY_STYLE[f.severity]
-        console.print(f"{escape(f.where)}: [{style}]{f.severity}[/] [{escape(f.rule)}] "
+        console.print(f"{escape(f.where)}: [{style}]{f.severity}[/] {escape(f'[{f.rule}]')} "
                       f"{escape(f.message)}", soft_wrap=True)
         if f.fix:
             console.print(f"    fix: {escape(f.fix)}", soft_wrap=True, highlight=False)

@@ -104,6 +104,8 @@ def smallest_effect(ctx: Context) -> Iterator[Finding]:
 
 def underpowered(ctx: Context) -> Iterator[Finding]:
     n = len(ctx.design.seeds)
+    if n < 2:
+        return  # single-seed says it already: there is no power to speak of
     for path, h in _hypothesis_paths(ctx.design):
         if h.smallest_effect is None:
             continue

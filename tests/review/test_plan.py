@@ -1,0 +1,52 @@
+"""`labcoat plan`: seeds, items and minimum detectable effects, checked against statsmodels."""
+
+import json
+
+import numpy as np
+import pytest
+from statsmodels.stats.power import TTestIndPower
+
+from helpers import cli, fake_design
+from labcoat import review, spec
+
+
+def _design(tmp_path, extra=""):
+    path = tmp_path / "plan.yaml"
+    path.write_text(f"""name: plan
+hypothesis: {{claim: c, metric: loss, direction: decrease, smallest_effect: 0.1, sd: 0.2{extra}}}
+command: "python t.py {{a}} {{seed}}"
+params: {{a: 0}}
+arms: {{base: {{control: true}}, x: {{params: {{a: 1}}}}, y: {{params: {{a: 2}}}},
+        z: {{params: {{a: 3}}}}}}
+seeds: 4
+""")
+    return path
+
+
+def test_seeds_and_minimum_detectable_effects_match_statsmodels(tmp_path):
+    found = review.plan(spec.load_design(_design(tmp_path)))
+    (h,) = found.hypotheses
+    solver = TTestIndPower()
+    assert h.seeds_needed == int(np.ceil(solver.solve_power(0.1 / 0.2, alpha=0.05, power=0.8)))
+    for n, mde in h.mde_by_seeds:
+        d = solver.solve_power(nobs1=n, alpha=0.05, power=0.8)
+        assert mde == pytest.approx(d * 0.2, rel=1e-3)
+    assert found.factorial is not None  # three one-change arms: test them together
+    assert found.factorial.design.n_runs == 8
+
+
+def test_plan_from_a_pilot_in_the_store(home, tmp_path):
+    pilot = fake_design(tmp_path / "pilot", steps=2, seeds=3, variant_quality=0.5)
+    cli("run", str(pilot), check=True)
+    path = tmp_path / "next.yaml"
+    path.write_text(pilot.read_text().replace("name: fake", "name: next").replace(
+        "direction: increase", "direction: increase\n  smallest_effect: 0.05"))
+    data = json.loads(cli("plan", str(path), "--pilot", "fake", "--json", check=True).stdout)
+    (h,) = data["hypotheses"]
+    assert h["sd_source"] == "pilot fake" and h["sd"] > 0
+    assert h["omega2"] > 0 and h["items_needed"] >= 2
+    assert [n for n, _ in h["mde_by_items"]] == [50, 100, 200, 500, 1000, 2000]
+    mdes = [m for _, m in h["mde_by_items"]]
+    assert mdes == sorted(mdes, reverse=True)  # more items resolve smaller effects
+    unknown = cli("plan", str(path), "--pilot", "nope")
+    assert unknown.returncode == 2 and "no experiment named 'nope'" in unknown.stderr
