@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from helpers import cli, fake_design
+from helpers import FAKE_TRIAL, cli, fake_design
 
 
 def _macro_per_trial(items):
@@ -174,3 +174,31 @@ def test_several_variants_are_one_holm_family_with_adjusted_intervals(home, tmp_
         assert "Holm" in comparison["family"] and "2 comparisons" in comparison["family"]
         ci = ref.confidence_interval(1 - 0.05 / 2)  # Bonferroni level for the family's CIs
         assert f"[{ci.low:+.4g}, {ci.high:+.4g}]" in comparison["reason"]
+
+
+def test_factorial_main_effects_and_interaction_match_a_hand_computation(home, tmp_path):
+    design = tmp_path / "fact.yaml"
+    design.write_text(f"""name: fact
+hypothesis: {{claim: quality helps, metric: exact_match, source: items, direction: increase}}
+command: "{{python}} {FAKE_TRIAL} --steps {{steps}} --quality {{quality}} --seed {{seed}}"
+params: {{quality: 0.3, steps: 2}}
+factors:
+  quality: {{levels: {{low: 0.3, high: 0.6}}}}
+  steps: {{levels: [2, 3]}}
+interactions: [[quality, steps]]
+seeds: 3
+parallelism: 3
+""")
+    cli("run", str(design), check=True)
+    report = json.loads(cli("report", "fact", "--json", check=True).stdout)
+    items = [json.loads(x) for x in cli("export", "fact", "--items").stdout.splitlines()]
+    by_arm = _macro_per_trial(items)
+    mean = {arm: np.mean(v) for arm, v in by_arm.items()}
+    high_q = (mean["quality-high_steps-2"] + mean["quality-high_steps-3"]) / 2
+    low_q = (mean["quality-low_steps-2"] + mean["quality-low_steps-3"]) / 2
+    effects = {c["variant"]: c["seeds"] for c in report["results"][0]["comparisons"]}
+    assert effects["quality=high"]["estimate"] == pytest.approx(high_q - low_q)
+    interaction = ((mean["quality-high_steps-3"] - mean["quality-low_steps-3"])
+                   - (mean["quality-high_steps-2"] - mean["quality-low_steps-2"])) / 2
+    assert effects["quality*steps"]["estimate"] == pytest.approx(interaction, abs=1e-12)
+    assert report["results"][0]["comparisons"][0]["verdict"] == "supported"

@@ -166,8 +166,11 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
             by_arm[trial.arm].append(trial)
     arms = [_arm_result(arm, by_arm.get(arm, []), values, items, tasks) for arm in arm_names]
     control = design.control
+    if design.factors is not None:
+        comparisons = _factor_effects(design, hypothesis, by_arm, values)
+        return HypothesisResult(hypothesis, control, arms, comparisons, tasks)
     variants = [a for a in arm_names if a != control]
-    if hypothesis.compare and design.factors is None:
+    if hypothesis.compare:
         variants = [a for a in variants if a in hypothesis.compare]
     comparisons = [] if control is None else [
         _compare(control, arm, by_arm, values, items, tasks, hypothesis, design.seed_analysis)
@@ -175,6 +178,40 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
     ]
     _runs_by_tasks(arms, comparisons, by_arm, items, tasks, hypothesis)
     return HypothesisResult(hypothesis, control, arms, comparisons, tasks)
+
+
+def _factor_effects(design: Design, hypothesis: Hypothesis, by_arm: dict[str, list[Trial]],
+                    values: dict[int, float]) -> list[Comparison]:
+    """Main effects (and declared interactions) of a two-level factorial, by OLS over every
+    seed of every run; each is a comparison the verdict judges."""
+    factors = design.factors or {}
+    levels = {f: list(factor.named_levels()) for f, factor in factors.items()}
+    if any(len(v) != 2 for v in levels.values()):
+        warnings.warn("factors with more than two levels: effects are not estimated; read "
+                      "the per-arm table", StatsWarning, stacklevel=2)
+        return []
+    rows, runs = [], []
+    for arm in spec.arm_specs(design):
+        seeds = [values[t.id] for t in by_arm.get(arm.name, [])]
+        if seeds:
+            rows.append([1 if arm.factors[f] == levels[f][1] else -1 for f in factors])
+            runs.append(seeds)
+    wanted = hypothesis.compare or list(factors)
+    try:
+        effects = stats.factorial_effects(np.array(rows), runs, factors=list(factors),
+                                          interactions=[tuple(i) for i in design.interactions])
+    except ValueError as e:
+        return [Comparison(name, "baseline", None, None, reason=f"not estimable yet: {e}")
+                for name in wanted]
+    out = []
+    for name, effect in effects.items():
+        if name not in wanted and "*" not in name:
+            continue
+        low, high = levels[name] if name in levels else ("-", "+")
+        label = f"{name}={high}" if name in levels else name
+        out.append(Comparison(label, f"{name}={low}" if name in levels else "additive",
+                              effect, None))
+    return out
 
 
 def _why_excluded(trial: Trial) -> str:

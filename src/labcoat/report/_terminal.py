@@ -147,7 +147,8 @@ def _comparison_table(c: Comparison, analysis: HypothesisResult) -> Table:
         table.add_column("items: paired CI", justify="right")
         table.add_column("p", justify="right")
     rows = [(f"[bold]{MACRO if analysis.tasks else 'overall'}[/]", c.seeds, c.items)]
-    rows += [(escape(task), *c.per_task.get(task, (None, None))) for task in analysis.tasks]
+    if c.per_task:
+        rows += [(escape(task), *c.per_task.get(task, (None, None))) for task in analysis.tasks]
     for label, seeds, items in rows:
         estimate = seeds.estimate if seeds else (items.estimate if items else None)
         cells = [label, "-" if estimate is None else f"{estimate:+.3f}", *_ci_cells(seeds)]
