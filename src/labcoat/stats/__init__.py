@@ -7,6 +7,8 @@
 - runs (seeds): mean_interval, welch, paired_t, permutation_test, mann_whitney, hedges_g,
   compare_curves (one number per run, never steps as samples)
 - planning: items_needed, minimum_detectable_effect, seeds_needed, power_two_sample
+- sequential (seeds in rounds, anytime-valid): SequentialTest, confidence_sequence,
+  sequential_plan
 - families: adjust (Holm, Benjamini-Hochberg, Bonferroni), holm, benjamini_hochberg
 - factorial designs: full_factorial, fractional_factorial (aliasing), factorial_effects,
   suggest_fractional
@@ -63,6 +65,14 @@ from labcoat.stats._power import (
 )
 from labcoat.stats._profiles import Profile, performance_profile
 from labcoat.stats._seeds import mean_interval, paired_t, welch
+from labcoat.stats._sequential import (
+    ConfidenceSequence,
+    SequentialPlan,
+    SequentialResult,
+    SequentialTest,
+    confidence_sequence,
+    sequential_plan,
+)
 from labcoat.stats._tests import (
     MannWhitneyResult,
     PermutationResult,
@@ -75,6 +85,7 @@ from labcoat.stats._types import Difference, Interval
 
 __all__ = [
     "Adjusted",
+    "ConfidenceSequence",
     "Difference",
     "FactorialDesign",
     "FactorialSuggestion",
@@ -86,6 +97,9 @@ __all__ = [
     "PilotVariances",
     "Profile",
     "ResampledMean",
+    "SequentialPlan",
+    "SequentialResult",
+    "SequentialTest",
     "StatsWarning",
     "adjust",
     "aggregate_iqm",
@@ -98,6 +112,7 @@ __all__ = [
     "bonferroni",
     "check_same_items",
     "compare_curves",
+    "confidence_sequence",
     "eval_mean",
     "factorial_effects",
     "fixed_effect",
@@ -125,6 +140,7 @@ __all__ = [
     "resampled_mean",
     "seeds_needed",
     "seeds_needed_from_pilot",
+    "sequential_plan",
     "suggest_fractional",
     "summarize_curves",
     "unpaired_difference",
