@@ -110,10 +110,26 @@ def run(
     amend: Annotated[str | None, typer.Option(
         help="why the frozen analysis plan (hypotheses, metrics, correction) changes; the "
              "report shows it")] = None,
+    until_decisive: Annotated[bool, typer.Option(
+        "--until-decisive", help="add seeds in rounds until an anytime-valid test of the "
+        "first hypothesis is decisive, or --max-seeds")] = False,
+    max_seeds: Annotated[int | None, typer.Option(
+        min=2, help="seeds per arm a sequential run may use (default: budget, else 50)")] = None,
+    round_size: Annotated[int | None, typer.Option(
+        min=1, help="seeds added per round (default: parallelism)")] = None,
 ) -> None:
     """Run every unfinished trial of DESIGN; run it again to resume after a stop."""
-    from labcoat.runner import run_design
+    from labcoat.runner import run_design, run_until_decisive
 
+    if until_decisive:
+        if chaos:
+            raise LabcoatError("--chaos and --until-decisive do not combine; run them apart")
+        outcome = run_until_decisive(design, max_seeds=max_seeds, round_size=round_size,
+                                     console=console, plain=plain or None, amend=amend,
+                                     parallelism=parallel)
+        for summary in outcome.summaries[-1:]:
+            _print_run_summary(summary)
+        return
     summary = run_design(design, parallelism=parallel, console=console, plain=plain or None,
                          chaos=chaos, chaos_seed=chaos_seed, amend=amend)
     _print_run_summary(summary)

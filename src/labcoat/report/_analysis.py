@@ -11,6 +11,7 @@ particular trained models, not training noise.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections import defaultdict
@@ -24,7 +25,7 @@ from labcoat import spec, stats, store
 from labcoat.report._status import status_data
 from labcoat.spec import Design, Hypothesis
 from labcoat.stats import Adjusted, Difference, Generalization, Interval, StatsWarning
-from labcoat.store import TRIAL_STATUSES, Experiment, Trial
+from labcoat.store import TRIAL_STATUSES, Experiment, ItemScores, Trial
 from labcoat.store._models import as_utc
 
 MACRO = "macro"
@@ -86,6 +87,7 @@ class Analysis:
     registration: dict[str, Any] = field(default_factory=dict)  # frozen plan, amendments
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # arm -> status -> trials
     late_trials: list[str] = field(default_factory=list)  # added after results were seen
+    sequential: dict[str, Any] = field(default_factory=dict)  # variant -> SequentialResult
     restarts: dict[str, list[str]] = field(default_factory=dict)  # trial -> causes of restarts
 
 
@@ -100,10 +102,37 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
     analysis.goodput = status["goodput"]
     analysis.registration = dict(experiment.analysis_plan or {})
     analysis.counts = _counts(experiment)
-    analysis.late_trials = _late_trials(experiment)
+    rule = (experiment.analysis_plan or {}).get("plan", {}).get("sequential")
+    # seeds a pre-registered sequential rule added are not "added after results were seen"
+    analysis.late_trials = [] if rule else _late_trials(experiment)
+    if rule and analysis.results:
+        analysis.sequential = _sequential(session, experiment, analysis.results[0], rule)
     analysis.restarts = {t["key"]: [a["cause"] for a in t["attempt_history"][:-1]]
                          for t in status["trials"] if t["attempts"] > 1}
     return analysis
+
+
+def _sequential(session: Session, experiment: Experiment, result: HypothesisResult,
+                rule: dict[str, Any]) -> dict[str, Any]:
+    """The pre-registered sequential test replayed over the finished seeds, in seed order."""
+    h = result.hypothesis
+    done = [t for t in experiment.trials if t.status == "done"]
+    values, _ = store.primary_values(session, done, source=h.source, metric=h.metric)
+    by_arm: dict[str, dict[int, float]] = defaultdict(dict)
+    for t in done:
+        if t.id in values:
+            by_arm[t.arm][t.seed] = values[t.id]
+    out = {}
+    variants = [c.variant for c in result.comparisons]
+    for variant in variants:
+        a, b = by_arm.get(result.control, {}), by_arm.get(variant, {})
+        seeds = sorted(set(a) & set(b))
+        test = stats.SequentialTest(alpha=rule["alpha"] / len(variants), direction=h.direction,
+                                    smallest_effect=h.smallest_effect,
+                                    max_seeds=rule["max_seeds"])
+        out[variant] = dataclasses.asdict(test.update([a[s] for s in seeds],
+                                                      [b[s] for s in seeds]))
+    return out
 
 
 def _counts(experiment: Experiment) -> dict[str, dict[str, int]]:
@@ -221,22 +250,10 @@ def _why_excluded(trial: Trial) -> str:
     return trial.status
 
 
-ItemScores = dict[int, dict[str, dict[str, float]]]  # trial id -> task -> item -> score
-
-
 def _trial_values(session: Session, trials: list[Trial], hypothesis: Hypothesis
                   ) -> tuple[dict[int, float], ItemScores]:
-    """Each trial's primary metric, and its final per-item scores (if any)."""
-    ids = [t.id for t in trials]
-    items: ItemScores = defaultdict(lambda: defaultdict(dict))
-    for row in store.final_eval_items(session, ids):
-        items[row.trial_id][row.task][row.item] = row.score
-    if hypothesis.source == "items":
-        values = {tid: float(np.mean([np.mean(list(s.values())) for s in per_task.values()]))
-                  for tid, per_task in items.items()}
-    else:
-        values = store.last_values(session, ids, hypothesis.metric)
-    return values, items
+    return store.primary_values(session, trials, source=hypothesis.source,
+                                metric=hypothesis.metric)
 
 
 def _task_mean(items: ItemScores, trial_id: int, task: str) -> float | None:

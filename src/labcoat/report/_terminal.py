@@ -36,6 +36,11 @@ def print_report(analysis: Analysis, console: Console) -> None:
     for message in analysis.warnings:
         console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
     _print_registration(analysis, console)
+    for variant, s in analysis.sequential.items():
+        console.print(f"sequential (anytime-valid, pre-registered): {escape(variant)} - "
+                      f"{s['decision']} after {s['n']} seeds per arm, {100 * (1 - s['alpha']):.3g}%"
+                      f" confidence sequence [{s['low']:+.4g}, {s['high']:+.4g}]",
+                      soft_wrap=True)
     if analysis.restarts:
         causes = "; ".join(f"{escape(k)}: {escape(', '.join(c))}"
                            for k, c in analysis.restarts.items())

@@ -21,7 +21,8 @@ from labcoat.spec import Design, TrialSpec
 from labcoat.store import Experiment
 from labcoat.store._models import utcnow
 
-PLAN_KEYS = ("hypotheses", "secondary_metrics", "correction", "seed_analysis", "interactions")
+PLAN_KEYS = ("hypotheses", "secondary_metrics", "correction", "seed_analysis", "interactions",
+             "sequential")
 
 
 def analysis_plan(design: Design) -> dict[str, Any]:
@@ -42,13 +43,19 @@ def plan_hash(plan: dict[str, Any]) -> str:
 
 
 def register(session: Session, design: Design, *, text: str, path: str,
-             trials: list[TrialSpec], amend: str | None = None) -> Experiment:
-    """The experiment for `design`: created and frozen on first run, checked afterwards."""
+             trials: list[TrialSpec], amend: str | None = None,
+             sequential: dict[str, Any] | None = None) -> Experiment:
+    """The experiment for `design`: created and frozen on first run, checked afterwards.
+
+    sequential: the stopping rule of `--until-decisive`, frozen with the plan.
+    """
     experiment, created = store.get_or_create_experiment(
         session, name=design.name, design_yaml=text, design_hash=spec.design_hash(design),
         design_path=path, require_same_design=False,
     )
     plan = analysis_plan(design)
+    if sequential is not None:
+        plan["sequential"] = sequential
     digest = plan_hash(plan)
     frozen = experiment.analysis_plan
     if created or not frozen:

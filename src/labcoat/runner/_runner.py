@@ -70,15 +70,22 @@ def run_design(
     chaos: str | None = None,
     chaos_seed: int = 0,
     amend: str | None = None,
+    extra_seeds: list[int] | None = None,
+    sequential: dict | None = None,
 ) -> RunSummary:
     """Run every unfinished trial of the design at `design_path`.
 
     chaos: a fault spec (see `labcoat.runner._chaos`) injected while it runs.
     amend: the reason for changing a frozen analysis plan (see `_registration`).
+    extra_seeds, sequential: seeds added by a sequential run beyond the design's, and its
+    pre-registered rule (see `_sequential`).
     """
     path = Path(design_path)
     chaos_spec = parse_chaos(chaos) if chaos else None
     design = spec.load_design(path)
+    file_trials = spec.expand(design)
+    if extra_seeds:
+        design = design.model_copy(update={"seeds": [*design.seeds, *extra_seeds]})
     trials = spec.expand(design)
     workers = parallelism or design.parallelism or os.cpu_count() or 1
     console = console or Console()
@@ -86,9 +93,11 @@ def run_design(
     try:
         with _experiment_lock(design.name), db.session() as session:
             experiment = register(
-                session, design, text=path.read_text(encoding="utf-8"),
-                path=str(path.absolute()), trials=trials, amend=amend,
+                session, spec.load_design(path), text=path.read_text(encoding="utf-8"),
+                path=str(path.absolute()), trials=file_trials, amend=amend,
+                sequential=sequential,
             )
+            store.add_missing_trials(session, experiment, trials)
             _recover_stale(session, experiment)
             session.commit()
             restart = design.restart

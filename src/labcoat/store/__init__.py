@@ -24,6 +24,7 @@ from labcoat.store._queries import (
     list_experiments,
     metric_points,
 )
+from labcoat.store._values import ItemScores, primary_values
 from labcoat.store._write import (
     add_missing_trials,
     end_attempt,
@@ -46,6 +47,7 @@ __all__ = [
     "EvalItem",
     "Event",
     "Experiment",
+    "ItemScores",
     "MetricPoint",
     "Store",
     "Trial",
@@ -65,6 +67,7 @@ __all__ = [
     "mark_checkpoints_deleted",
     "metric_points",
     "migrate",
+    "primary_values",
     "open_store",
     "start_attempt",
     "upsert_checkpoints",
