@@ -202,3 +202,16 @@ parallelism: 3
                    - (mean["quality-high_steps-2"] - mean["quality-low_steps-2"])) / 2
     assert effects["quality*steps"]["estimate"] == pytest.approx(interaction, abs=1e-12)
     assert report["results"][0]["comparisons"][0]["verdict"] == "supported"
+
+
+def test_secondary_metrics_are_described_per_arm(home, tmp_path):
+    design = fake_design(tmp_path, steps=3, seeds=3, parallelism=3)
+    design.write_text(design.read_text() + "secondary_metrics: [loss]\n")
+    cli("run", str(design), check=True)
+    report = json.loads(cli("report", "fake", "--json", check=True).stdout)
+    points = [json.loads(x) for x in cli("export", "fake").stdout.splitlines()]
+    last = [p["value"] for p in points if p["arm"] == "base" and p["step"] == 3]
+    found = report["secondary"]["loss"]["base"]
+    low, high = sps.t.interval(0.95, len(last) - 1, loc=np.mean(last), scale=sps.sem(last))
+    assert (found["point"], found["low"], found["high"]) == pytest.approx(
+        (np.mean(last), low, high))

@@ -81,6 +81,7 @@ class Analysis:
     results: list[HypothesisResult]
     excluded: list[tuple[str, str]]  # (trial, why) not counted
     family: str = ""  # how the verdicts' comparisons were corrected as one family
+    secondary: dict[str, dict[str, Interval]] = field(default_factory=dict)  # metric -> arm
     warnings: list[str] = field(default_factory=list)
     note: str = ""
     goodput: dict[str, Any] = field(default_factory=dict)  # see report._status
@@ -181,8 +182,19 @@ def _analyze(session: Session, experiment: Experiment) -> Analysis:
                for h in design.all_hypotheses]
     family = _adjust_and_judge(results, design)
     note = "" if results else "no hypothesis declared: the results are exploratory"
+    secondary = {m: _secondary(session, done, m) for m in design.secondary_metrics}
     return Analysis(experiment.name, status, design.control, results, excluded, family,
-                    note=note)
+                    secondary=secondary, note=note)
+
+
+def _secondary(session: Session, done: list[Trial], metric: str) -> dict[str, Interval]:
+    """A secondary metric per arm (its last logged value per trial): described, not judged."""
+    values = store.last_values(session, [t.id for t in done], metric)
+    by_arm: dict[str, list[float]] = defaultdict(list)
+    for trial in done:
+        if trial.id in values:
+            by_arm[trial.arm].append(values[trial.id])
+    return {arm: stats.mean_interval(v) for arm, v in by_arm.items()}
 
 
 def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,

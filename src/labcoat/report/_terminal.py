@@ -33,6 +33,8 @@ def print_report(analysis: Analysis, console: Console) -> None:
         console.print(escape(analysis.note), soft_wrap=True)
     for result in analysis.results:
         _print_hypothesis(result, analysis, console)
+    if analysis.secondary:
+        console.print(_secondary_table(analysis))
     for message in analysis.warnings:
         console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
     _print_registration(analysis, console)
@@ -117,6 +119,18 @@ def _arms_table(analysis: HypothesisResult) -> Table:
                   *[_interval(arm.overall) for arm in analysis.arms])
     for task in analysis.tasks:
         table.add_row(escape(task), *[_interval(arm.per_task.get(task)) for arm in analysis.arms])
+    return table
+
+
+def _secondary_table(analysis: Analysis) -> Table:
+    arms = list(dict.fromkeys(a for per_arm in analysis.secondary.values() for a in per_arm))
+    table = Table(title="secondary metrics (last value; described, not judged): mean and 95% "
+                        "CI across seeds", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("metric")
+    for arm in arms:
+        table.add_column(escape(arm), justify="right")
+    for metric, per_arm in analysis.secondary.items():
+        table.add_row(escape(metric), *[_interval(per_arm.get(arm)) for arm in arms])
     return table
 
 
