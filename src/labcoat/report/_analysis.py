@@ -89,6 +89,7 @@ class Analysis:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # arm -> status -> trials
     late_trials: list[str] = field(default_factory=list)  # added after results were seen
     sequential: dict[str, Any] = field(default_factory=dict)  # variant -> SequentialResult
+    alerts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # trial -> alerts
     restarts: dict[str, list[str]] = field(default_factory=dict)  # trial -> causes of restarts
 
 
@@ -101,6 +102,7 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
                                          if issubclass(w.category, StatsWarning)])
     status = status_data(session, experiment)
     analysis.goodput = status["goodput"]
+    analysis.alerts = {t["key"]: t["alerts"] for t in status["trials"] if t["alerts"]}
     analysis.registration = dict(experiment.analysis_plan or {})
     analysis.counts = _counts(experiment)
     rule = (experiment.analysis_plan or {}).get("plan", {}).get("sequential")

@@ -30,6 +30,7 @@ def experiment_summary(exp: Experiment) -> dict[str, Any]:
 
 def status_data(session: Session, exp: Experiment) -> dict[str, Any]:
     per_trial, total = experiment_goodput(session, exp)
+    alert_rows = store.alerts(session, [t.id for t in exp.trials])
     trials = []
     for t in exp.trials:
         last = store.last_attempt(t)
@@ -41,6 +42,9 @@ def status_data(session: Session, exp: Experiment) -> dict[str, Any]:
             "attempt_history": [_attempt_dict(a, prev) for prev, a in
                                 zip([None, *t.attempts[:-1]], t.attempts, strict=True)],
             "goodput": _goodput_dict(per_trial[t.key]),
+            "alerts": [{"step": a.step, "rule": a.rule, "severity": a.severity,
+                        "message": a.message, "evidence": a.evidence}
+                       for a in alert_rows if a.trial_id == t.id],
         })
     return {"experiment": experiment_summary(exp), "trials": trials,
             "goodput": _goodput_dict(total)}
@@ -78,10 +82,30 @@ def print_status(data: dict[str, Any], console: Console) -> None:
     if restarted:
         console.print(_attempts_table(restarted))
     console.print(goodput_line(data["goodput"]), soft_wrap=True)
+    print_alerts(data["trials"], console)
     for t in data["trials"]:
         if t["status"] == "failed" and t["run_dir"]:
             console.print(f"[red]{escape(t['key'])}[/] logs: {escape(t['run_dir'])}/stderr.log",
                           soft_wrap=True)
+
+
+def print_alerts(trials: list[dict[str, Any]], console: Console, limit: int = 20) -> None:
+    """Guard alerts, worst first, at most `limit` lines."""
+    rows = [(t["key"], a) for t in trials for a in t.get("alerts", [])]
+    if not rows:
+        return
+    order = {"critical": 0, "error": 1, "warning": 2}
+    rows.sort(key=lambda r: (order.get(r[1]["severity"], 3), r[1]["step"] or 0))
+    console.print(f"[bold]guard alerts[/] ({len(rows)}):")
+    for key, a in rows[:limit]:
+        console.print(f"  {escape(key)} step {a['step']}: [{_ALERT_STYLE.get(a['severity'], '')}]"
+                      f"{a['severity']}[/] {escape(a['rule'])} - {escape(a['message'])}",
+                      soft_wrap=True)
+    if len(rows) > limit:
+        console.print(f"  ... {len(rows) - limit} more (labcoat status EXP --json)")
+
+
+_ALERT_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
 
 
 def _attempts_table(trials: list[dict[str, Any]]) -> Table:

@@ -18,7 +18,7 @@ from labcoat.report._analysis import (
     Comparison,
     HypothesisResult,
 )
-from labcoat.report._status import goodput_line
+from labcoat.report._status import goodput_line, print_alerts
 from labcoat.stats import Adjusted, Difference, Interval
 
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
@@ -49,6 +49,7 @@ def print_report(analysis: Analysis, console: Console) -> None:
         console.print(f"restarts: {causes}", soft_wrap=True)
     if analysis.goodput:
         console.print(goodput_line(analysis.goodput), soft_wrap=True)
+    print_alerts([{"key": k, "alerts": v} for k, v in analysis.alerts.items()], console)
     for key, why in analysis.excluded:
         console.print(f"[dim]not counted: {escape(key)} - {escape(why)}[/]", soft_wrap=True)
     if analysis.family and len(analysis.results) + sum(

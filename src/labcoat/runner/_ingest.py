@@ -29,6 +29,7 @@ class Progress:
     problems: int = 0
     records: int = 0  # lines read this pass (any line is a heartbeat)
     heartbeat_timeout: float | None = None  # declared by the trial in its start record
+    alerts: list[dict[str, Any]] = field(default_factory=list)  # guard alerts seen this pass
 
 
 def journal_path(attempt: Attempt) -> Path:
@@ -68,6 +69,7 @@ class _Rows:
         self.events: list[dict[str, Any]] = []
         self.problems: list[dict[str, Any]] = []
         self.checkpoints: list[dict[str, Any]] = []
+        self.alerts: list[dict[str, Any]] = []
         self.deleted: list[int] = []  # checkpoint steps removed by retention
 
     def add(self, line: int, record: dict[str, Any], progress: Progress) -> None:
@@ -110,6 +112,8 @@ class _Rows:
             self._known_event(
                 str(record.get("event", "")), record.get("data") or {}, step, record.get("time")
             )
+            if record.get("event") == "guard.alert":
+                self._alert(line, record, step, progress)
         elif kind == "start":
             if record.get("total_steps"):
                 self.attempt.trial.total_steps = int(record["total_steps"])
@@ -156,6 +160,18 @@ class _Rows:
         elif name == "checkpoint.fresh_start":
             self.attempt.restored_step = 0
 
+    def _alert(self, line: int, record: dict[str, Any], step: int | None,
+               progress: Progress) -> None:
+        """A guard alert (labcoat.torch.watch): a row of the alert table, and news for the
+        live display."""
+        data = record.get("data") or {}
+        alert = {**self.ids, "seq": line, "step": step, "rule": str(data.get("rule", "?")),
+                 "severity": str(data.get("severity", record.get("level", "warning"))),
+                 "message": str(record.get("message", "")), "evidence": data.get("evidence"),
+                 "time": record.get("time")}
+        self.alerts.append(alert)
+        progress.alerts.append(alert)
+
     def _event(self, line: int, record: dict[str, Any], step: int | None) -> dict[str, Any]:
         return {
             **self.ids,
@@ -190,6 +206,7 @@ class _Rows:
         store.upsert_eval_items(session, self.items)
         store.insert_events(session, sorted(self.events + self.problems, key=lambda e: e["seq"]))
         store.upsert_checkpoints(session, self.checkpoints)
+        store.insert_alerts(session, self.alerts)
         store.mark_checkpoints_deleted(session, self.attempt.trial_id, self.deleted)
 
 

@@ -279,6 +279,9 @@ class _Loop:
             code = job.process.poll()
             progress = ingest_attempt(self.session, job.attempt)
             _show_progress(job.row, job.trial, progress)
+            for alert in progress.alerts:
+                self.display.say(job.trial.key, f"guard {alert['severity']}: {alert['rule']} at "
+                                 f"step {alert['step']}: {alert['message']}")
             if progress.records:
                 job.hang.touch(now)
             if progress.heartbeat_timeout:

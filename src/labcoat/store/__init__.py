@@ -14,6 +14,7 @@ from labcoat.store._models import (
     Trial,
 )
 from labcoat.store._queries import (
+    alerts,
     eval_items,
     events,
     experiment_status,
@@ -52,6 +53,7 @@ __all__ = [
     "Store",
     "Trial",
     "add_missing_trials",
+    "alerts",
     "end_attempt",
     "eval_items",
     "events",

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from labcoat.errors import LabcoatError
-from labcoat.store._models import Attempt, EvalItem, Event, Experiment, MetricPoint, Trial
+from labcoat.store._models import Alert, Attempt, EvalItem, Event, Experiment, MetricPoint, Trial
 
 
 def find_experiment(session: Session, ref: str) -> Experiment:
@@ -114,3 +114,9 @@ def events(
 
 def last_attempt(trial: Trial) -> Attempt | None:
     return trial.attempts[-1] if trial.attempts else None
+
+
+def alerts(session: Session, trial_ids: Sequence[int]) -> list[Alert]:
+    """Guard alerts of these trials, in the order they were raised."""
+    query = select(Alert).where(Alert.trial_id.in_(trial_ids))
+    return list(session.scalars(query.order_by(Alert.trial_id, Alert.step, Alert.id)))
