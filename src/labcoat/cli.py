@@ -265,6 +265,42 @@ def compare(
 
 
 @app.command()
+def logs(
+    experiment: ExpArg,
+    trial: Annotated[str | None, typer.Option(help="only this trial (key, e.g. warmup-s1)")
+                     ] = None,
+    rank: Annotated[int | None, typer.Option(help="only this rank")] = None,
+    level: Annotated[str | None, typer.Option(help="this level or worse: debug, info, warning, "
+                                              "error, critical")] = None,
+    grep: Annotated[str | None, typer.Option(help="a regular expression the line matches")
+                    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="also show known noise (banners, "
+                                           "progress bars)")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the trials printed (stdout and stderr, every attempt), filtered; lines repeated
+    across ranks are shown once with a count."""
+    from labcoat import report as reports
+    from labcoat import store
+
+    with _session() as session:
+        exp = store.find_experiment(session, experiment)
+        trials = [t for t in exp.trials if trial is None or t.key == trial]
+        if trial is not None and not trials:
+            raise LabcoatError(f"experiment {exp.name!r} has no trial {trial!r} (trials: "
+                               f"{', '.join(t.key for t in exp.trials[:10])})")
+        events = store.log_lines(session, [t.id for t in trials], rank=rank)
+        keys = {t.id: t.key for t in trials}
+        attempts = {a.id: a.number for t in trials for a in t.attempts}
+        lines = reports.select_lines(events, keys, attempts, level=level, grep=grep,
+                                     noise=show_all)
+    if as_json:
+        _print_json(reports.lines_json(lines))
+    else:
+        reports.print_lines(lines, console)
+
+
+@app.command()
 def demo(
     steps: Annotated[int | None, typer.Option(help="override training steps (e.g. for a quick "
                                                    "smoke run)", min=1)] = None,

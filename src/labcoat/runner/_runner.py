@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from labcoat import environment as env
 from labcoat import spec, store
 from labcoat.errors import Interrupted, LabcoatError
+from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
@@ -278,6 +279,7 @@ class _Loop:
         for job in list(self.running):
             code = job.process.poll()
             progress = ingest_attempt(self.session, job.attempt)
+            capture_output(self.session, job.attempt, job.attempt.last_step)
             _show_progress(job.row, job.trial, progress)
             for alert in progress.alerts:
                 self.display.say(job.trial.key, f"guard {alert['severity']}: {alert['rule']} at "
@@ -293,6 +295,7 @@ class _Loop:
                 continue
             self.running.remove(job)
             ingest_attempt(self.session, job.attempt)  # lines written while it exited
+            capture_output(self.session, job.attempt, job.attempt.last_step)
             if hung:
                 cause = f"hang: no journal line for {job.hang.timeout:g} s"
                 self._fail(job.trial, job.attempt, job.row, code, cause)
@@ -352,6 +355,7 @@ class _Loop:
         for job in self.running:
             job.process.stop()
             ingest_attempt(self.session, job.attempt)
+            capture_output(self.session, job.attempt, job.attempt.last_step)
             store.end_attempt(
                 self.session,
                 job.attempt,
@@ -404,6 +408,7 @@ def _recover_stale(session: Session, experiment: Experiment) -> None:
         if attempt.pid and attempt.host == socket.gethostname():
             kill_stale(attempt.pid, journal_path(attempt))
         progress = ingest_attempt(session, attempt)
+        capture_output(session, attempt, attempt.last_step)
         if progress.finish_status == "done":
             # The trial reached run.finish(); only its exit code went unobserved.
             store.end_attempt(

@@ -102,25 +102,33 @@ def read_journal(path: str | os.PathLike[str], offset: int = 0, line: int = 0) -
     A trailing line without a newline is left unread: its writer may still be
     writing it. Re-reading from the returned offset never yields a record twice.
     """
-    chunk = JournalChunk(offset=offset, line=line)
+    lines, chunk_offset, chunk_line = read_lines(path, offset, line)
+    chunk = JournalChunk(offset=chunk_offset, line=chunk_line)
+    for number, raw in lines:
+        record, reason = _parse(raw)
+        if record is None:
+            chunk.bad_lines.append((number, reason))
+        else:
+            chunk.records.append((number, record))
+    return chunk
+
+
+def read_lines(path: str | os.PathLike[str], offset: int = 0, line: int = 0
+               ) -> tuple[list[tuple[int, bytes]], int, int]:
+    """Complete lines of any growing file from byte `offset`: ([(line number, bytes)],
+    next offset, next line count). A trailing partial line is left for the next read."""
     try:
         with open(path, "rb") as f:
             f.seek(offset)
             data = f.read()
     except FileNotFoundError:
-        return chunk
+        return [], offset, line
     end = data.rfind(b"\n")
     if end < 0:
-        return chunk
-    for raw in data[: end + 1].splitlines():
-        chunk.line += 1
-        record, reason = _parse(raw)
-        if record is None:
-            chunk.bad_lines.append((chunk.line, reason))
-        else:
-            chunk.records.append((chunk.line, record))
-    chunk.offset = offset + end + 1
-    return chunk
+        return [], offset, line
+    raws = data[:end].split(b"\n")
+    return ([(line + i, raw) for i, raw in enumerate(raws, start=1)], offset + end + 1,
+            line + len(raws))
 
 
 def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:

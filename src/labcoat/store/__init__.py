@@ -23,6 +23,7 @@ from labcoat.store._queries import (
     last_attempt,
     last_values,
     list_experiments,
+    log_lines,
     metric_points,
 )
 from labcoat.store._values import ItemScores, primary_values
@@ -66,6 +67,7 @@ __all__ = [
     "last_attempt",
     "last_values",
     "list_experiments",
+    "log_lines",
     "mark_checkpoints_deleted",
     "metric_points",
     "migrate",

@@ -106,6 +106,10 @@ class Attempt(Base):
     first_step_time: Mapped[float | None] = mapped_column(Float)  # first logged step
     last_record_time: Mapped[float | None] = mapped_column(Float)  # last journal line
     queued_s: Mapped[float | None] = mapped_column(Float)  # waited for a free slot before start
+    stdout_offset: Mapped[int] = mapped_column(BigInteger, default=0)  # bytes captured as events
+    stdout_line: Mapped[int] = mapped_column(Integer, default=0)
+    stderr_offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    stderr_line: Mapped[int] = mapped_column(Integer, default=0)
 
     trial: Mapped[Trial] = relationship(back_populates="attempts")
 
@@ -147,17 +151,22 @@ class EvalItem(Base):
 
 
 class Event(Base):
-    """Something that happened: from a journal (seq = its line) or from the runner."""
+    """Something that happened: a journal record, a line a trial printed, or a runner event.
+
+    stream: "journal", "stdout" or "stderr"; seq: the line number in that stream
+    (None for the runner's own events), so re-reading a file adds nothing twice.
+    """
 
     __tablename__ = "event"
     __table_args__ = (
-        UniqueConstraint("attempt_id", "seq", name="uq_event_seq"),
+        UniqueConstraint("attempt_id", "stream", "seq", name="uq_event_stream_seq"),
         Index("ix_event_trial", "trial_id", "kind"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     trial_id: Mapped[int | None] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"))
     attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="CASCADE"))
+    stream: Mapped[str] = mapped_column(String(20), default="journal")
     seq: Mapped[int | None] = mapped_column(Integer)
     step: Mapped[int | None] = mapped_column(BigInteger)
     rank: Mapped[int | None] = mapped_column(Integer)

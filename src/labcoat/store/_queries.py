@@ -120,3 +120,13 @@ def alerts(session: Session, trial_ids: Sequence[int]) -> list[Alert]:
     """Guard alerts of these trials, in the order they were raised."""
     query = select(Alert).where(Alert.trial_id.in_(trial_ids))
     return list(session.scalars(query.order_by(Alert.trial_id, Alert.step, Alert.id)))
+
+
+def log_lines(session: Session, trial_ids: Sequence[int], *, rank: int | None = None
+              ) -> list[Event]:
+    """What the trials printed (events of kind "log"), in attempt and line order."""
+    query = select(Event).where(Event.trial_id.in_(trial_ids), Event.kind == "log")
+    if rank is not None:
+        query = query.where(Event.rank == rank)
+    return list(session.scalars(query.order_by(Event.trial_id, Event.attempt_id, Event.time,
+                                               Event.stream, Event.seq)))

@@ -130,8 +130,9 @@ def upsert_eval_items(session: Session, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def insert_events(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    """rows with (attempt_id, seq) already recorded are skipped (idempotent ingestion)."""
-    _upsert(session, Event.__table__, rows, keys=("attempt_id", "seq"), update=())
+    """rows with (attempt_id, stream, seq) already recorded are skipped (idempotent)."""
+    rows = [{"stream": "journal", **r} for r in rows]
+    _upsert(session, Event.__table__, rows, keys=("attempt_id", "stream", "seq"), update=())
 
 
 def insert_alerts(session: Session, rows: Sequence[dict[str, Any]]) -> None:

@@ -1,0 +1,91 @@
+"""`labcoat logs`: what trials printed, filtered, with repeats across ranks collapsed."""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from labcoat.errors import LabcoatError
+from labcoat.store import Event
+
+LEVELS = ("debug", "info", "warning", "error", "critical")
+LEVEL_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "debug": "dim"}
+
+
+@dataclass
+class LogLine:
+    """One printed line, or the same line printed by several ranks at one step."""
+
+    trial: str
+    attempt: int
+    stream: str
+    step: int | None
+    level: str
+    text: str
+    ranks: list[int] = field(default_factory=list)
+    count: int = 1
+    noise: bool = False
+
+
+def select_lines(events: list[Event], trials: dict[int, str], attempts: dict[int, int], *,
+                 level: str | None = None, grep: str | None = None,
+                 noise: bool = False) -> list[LogLine]:
+    """Filter (level at or above, regex, noise hidden unless asked) and collapse lines that
+    several ranks printed alike at the same step."""
+    if level is not None and level not in LEVELS:
+        raise LabcoatError(f"--level {level!r} is not a level; choose one of {', '.join(LEVELS)}")
+    try:
+        pattern = re.compile(grep) if grep else None
+    except re.error as e:
+        raise LabcoatError(f"--grep {grep!r} is not a valid regular expression ({e})") from None
+    floor = LEVELS.index(level) if level else 0
+    merged: OrderedDict[tuple, LogLine] = OrderedDict()
+    for e in events:
+        is_noise = bool((e.data or {}).get("noise"))
+        if (is_noise and not noise) or LEVELS.index(_level(e.level)) < floor:
+            continue
+        if pattern is not None and not pattern.search(e.message):
+            continue
+        key = (e.trial_id, e.attempt_id, e.step, e.stream, e.message)
+        line = merged.get(key)
+        if line is None:
+            merged[key] = LogLine(trials.get(e.trial_id, "?"), attempts.get(e.attempt_id, 0),
+                                  e.stream, e.step, _level(e.level), e.message,
+                                  [e.rank] if e.rank is not None else [], 1, is_noise)
+        else:
+            line.count += 1
+            if e.rank is not None:
+                line.ranks.append(e.rank)
+    return list(merged.values())
+
+
+def _level(level: str) -> str:
+    return level if level in LEVELS else "info"
+
+
+def print_lines(lines: list[LogLine], console: Console) -> None:
+    if not lines:
+        console.print("no lines match (noise is hidden; --all shows it)")
+        return
+    for line in lines:
+        style = LEVEL_STYLE.get(line.level, "")
+        step = "" if line.step is None else f" step {line.step}"
+        ranks = f" ranks {_ranks(line.ranks)}" if len(line.ranks) > 1 else (
+            f" rank {line.ranks[0]}" if line.ranks else "")
+        times = f" (x{line.count})" if line.count > 1 else ""
+        head = f"{line.trial}#{line.attempt} {line.stream}{step}{ranks}{times}"
+        text = f"[{style}]{escape(line.text)}[/]" if style else escape(line.text)
+        console.print(f"[dim]{escape(head)}[/] {text}", soft_wrap=True, highlight=False)
+
+
+def lines_json(lines: list[LogLine]) -> list[dict[str, Any]]:
+    return [line.__dict__ for line in lines]
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ",".join(str(r) for r in sorted(set(ranks)))
