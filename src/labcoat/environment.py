@@ -18,6 +18,8 @@ LABCOAT_MTBF_SECONDS (runner) observed mean time between failures, for the check
 LABCOAT_CHECKPOINT_FAULT (chaos) checkpoint fault injection: exit-mid-write@save=N,
                              disk-full@save=N (or @STEP); see labcoat.torch.Checkpointer
 LABCOAT_JOURNAL_FAULT (chaos) torn@N: the trial dies halfway through its N-th journal record
+LABCOAT_GUARD_REFERENCE (runner) JSON file of guard profiles of clean trials of the same arm,
+                             for the guard's inferred invariants (labcoat.torch.watch)
 
 Stdlib only: the trial SDK imports this.
 """
@@ -40,6 +42,7 @@ CHECKPOINT_DIR = "LABCOAT_CHECKPOINT_DIR"
 MTBF = "LABCOAT_MTBF_SECONDS"
 CHECKPOINT_FAULT = "LABCOAT_CHECKPOINT_FAULT"
 JOURNAL_FAULT = "LABCOAT_JOURNAL_FAULT"
+GUARD_REFERENCE = "LABCOAT_GUARD_REFERENCE"
 
 
 def home() -> Path:

@@ -31,6 +31,7 @@ from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_
 from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
+from labcoat.runner._references import write_references
 from labcoat.runner._registration import register
 from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
 from labcoat.spec import Restart
@@ -221,6 +222,10 @@ class _Loop:
         # N trials share the CPUs: without this each would start one thread per core.
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             child.setdefault(var, str(self.threads))
+        reference = write_references(self.session, self.experiment, trial,
+                                     _trial_dir(self.experiment, trial))
+        if reference is not None:
+            child.setdefault(env.GUARD_REFERENCE, str(reference))
         self.attempts_in_run[trial.key] += 1
         if self.chaos is not None:
             child.update(self.chaos.environment(self.attempts_in_run[trial.key])[0])
