@@ -312,8 +312,10 @@ def demo(
     os.environ["LABCOAT_HOME"] = str(home)
     os.environ.pop("LABCOAT_DB", None)
     text = example_design()
-    if steps is not None:
+    if steps is not None:  # shorter runs: warmup and eval cadence shrink in proportion
         text = re.sub(r"(?m)^  steps: \d+", f"  steps: {steps}", text)
+        text = text.replace("{warmup: 500}", f"{{warmup: {max(1, steps // 6)}}}")
+        text = text.replace("every: 300,", f"every: {max(1, steps // 10)},")
     design = home / "design.yaml"
     design.write_text(text, encoding="utf-8")
     console.print(f"labcoat demo: running {escape(str(design))} (home: {escape(str(home))})")

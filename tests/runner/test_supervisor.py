@@ -96,3 +96,10 @@ def test_mtbf_counts_crashes_and_hangs_but_not_clean_exits():
     # prior: one failure per PRIOR_MTBF seconds; observed: 470 s with 2 failures
     assert mtbf_seconds(experiment) == pytest.approx((PRIOR_MTBF + 470) / 3)
     assert not is_failure("exit 0") and is_failure("killed by signal SIGKILL")
+
+
+def test_the_same_failure_before_any_step_is_not_retried_again(home, tmp_path):
+    result = cli("run", str(_design(tmp_path, "--fail-at 1", restart="{retries: 5, backoff: 0}")))
+    assert result.returncode == 1
+    assert "the same failure twice before any step: not retrying" in result.stdout
+    assert _trials()["a-s0"]["attempts"] == 2  # not 6

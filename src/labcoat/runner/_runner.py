@@ -332,7 +332,7 @@ class _Loop:
         """Restart (the trial resumes from its last verified checkpoint) while the retry
         budget lasts; then the trial counts as failed."""
         used = self.restarts[trial.key]
-        retry = retry and used < self.restart.retries
+        retry = retry and used < self.restart.retries and not _crash_loop(trial, attempt, cause)
         store.end_attempt(
             self.session,
             attempt,
@@ -354,6 +354,8 @@ class _Loop:
         row.status = "failed"
         self.summary.failed.append(trial.key)
         tried = f" after {used} restart(s)" if used else ""
+        if _crash_loop(trial, attempt, cause):
+            tried += " (the same failure twice before any step: not retrying)"
         self.display.say(trial.key, f"failed{tried}: {cause}")
 
     def _stop_all(self) -> None:
@@ -371,6 +373,14 @@ class _Loop:
             job.row.status = "pending"
         self.running.clear()
         self.session.commit()
+
+
+def _crash_loop(trial: Trial, attempt: Attempt, cause: str) -> bool:
+    """The same failure twice in a row before any step: a bug, not bad luck; restarting
+    again would only burn the retry budget."""
+    earlier = [a for a in trial.attempts if a.number < attempt.number and a.ended_at]
+    return (attempt.last_step is None and bool(earlier) and earlier[-1].cause == cause
+            and earlier[-1].last_step is None)
 
 
 def _trial_dir(experiment: Experiment, trial: Trial) -> Path:
