@@ -76,13 +76,14 @@ class Display:
 
     def note(self, text: str) -> None:
         """A line about the whole run, above the live table."""
-        self.console.print(text, highlight=False, markup=False)
+        self.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
     def say(self, key: str, text: str) -> None:
         """A state change worth a line of its own (start, finish, failure)."""
         if self.plain:
             stamp = time.strftime("%H:%M:%S")
-            self.console.print(f"[{stamp}] {key}: {text}", highlight=False, markup=False)
+            self.console.print(f"[{stamp}] {key}: {text}", highlight=False, markup=False,
+                               soft_wrap=True)
         else:
             self.rows[key].note = text
             self.refresh()
