@@ -18,8 +18,9 @@ def _miniature(directory):
     design = directory / "design.yaml"
     text = design.read_text()
     text = re.sub(r"(?m)^  steps: \d+", f"  steps: {STEPS}", text)
-    text = text.replace("--seed {seed}", f"--seed {{seed}} --width 32 --eval-every {EVAL_EVERY} "
-                                         f"--eval-items {EVAL_ITEMS}")
+    text = text.replace("--seed {seed}", "--seed {seed} --width 32")
+    text = re.sub(r"(?m)^eval: .*$", f"eval: {{every: {EVAL_EVERY}, items_per_task: {EVAL_ITEMS}}}",
+                  text)
     text = text.replace("warmup: 500", "warmup: 20")
     design.write_text(text)
     return design

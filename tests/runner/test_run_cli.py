@@ -109,9 +109,10 @@ seeds: 1
 
 
 def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
-    design = fake_design(tmp_path, steps=20, sleep=0.2, seeds=2, parallelism=2)
+    # Each pair of trials runs 10 s: time for a few `labcoat show` polls on a loaded machine.
+    design = fake_design(tmp_path, steps=20, sleep=0.5, seeds=2, parallelism=2)
     runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(lambda: _done_count() >= 2 and _running_with_points())
     runner.send_signal(signal.SIGKILL)
     runner.wait()
@@ -128,7 +129,7 @@ def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):
-    design = fake_design(tmp_path, steps=20, sleep=0.2, seeds=1, parallelism=2)
+    design = fake_design(tmp_path, steps=50, sleep=0.2, seeds=1, parallelism=2)
     runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for(_running_with_points)
@@ -145,7 +146,7 @@ def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):
 
 
 def test_second_runner_on_the_same_experiment_is_refused(home, tmp_path):
-    design = fake_design(tmp_path, steps=20, sleep=0.2, seeds=1)
+    design = fake_design(tmp_path, steps=50, sleep=0.2, seeds=1)
     first = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -40,7 +40,7 @@ def status_data(session: Session, exp: Experiment) -> dict[str, Any]:
             "last_step": last.last_step if last else None, "total_steps": t.total_steps,
             "cause": last.cause if last else None, "run_dir": last.run_dir if last else None,
             "attempt_history": [_attempt_dict(a, prev) for prev, a in
-                                zip([None, *t.attempts[:-1]], t.attempts, strict=True)],
+                                zip([None, *t.attempts], t.attempts, strict=False)],
             "goodput": _goodput_dict(per_trial[t.key]),
             "alerts": [{"step": a.step, "rule": a.rule, "severity": a.severity,
                         "message": a.message, "evidence": a.evidence}

@@ -95,8 +95,12 @@ def run_design(
     try:
         with _experiment_lock(design.name), db.session() as session:
             experiment = register(
-                session, spec.load_design(path), text=path.read_text(encoding="utf-8"),
-                path=str(path.absolute()), trials=file_trials, amend=amend,
+                session,
+                spec.load_design(path),
+                text=path.read_text(encoding="utf-8"),
+                path=str(path.absolute()),
+                trials=file_trials,
+                amend=amend,
                 sequential=sequential,
             )
             store.add_missing_trials(session, experiment, trials)
@@ -222,8 +226,9 @@ class _Loop:
         # N trials share the CPUs: without this each would start one thread per core.
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             child.setdefault(var, str(self.threads))
-        reference = write_references(self.session, self.experiment, trial,
-                                     _trial_dir(self.experiment, trial))
+        reference = write_references(
+            self.session, self.experiment, trial, _trial_dir(self.experiment, trial)
+        )
         if reference is not None:
             child.setdefault(env.GUARD_REFERENCE, str(reference))
         self.attempts_in_run[trial.key] += 1
@@ -287,8 +292,11 @@ class _Loop:
             capture_output(self.session, job.attempt, job.attempt.last_step)
             _show_progress(job.row, job.trial, progress)
             for alert in progress.alerts:
-                self.display.say(job.trial.key, f"guard {alert['severity']}: {alert['rule']} at "
-                                 f"step {alert['step']}: {alert['message']}")
+                self.display.say(
+                    job.trial.key,
+                    f"guard {alert['severity']}: {alert['rule']} at "
+                    f"step {alert['step']}: {alert['message']}",
+                )
             if progress.records:
                 job.hang.touch(now)
             if progress.heartbeat_timeout:
@@ -332,7 +340,9 @@ class _Loop:
         """Restart (the trial resumes from its last verified checkpoint) while the retry
         budget lasts; then the trial counts as failed."""
         used = self.restarts[trial.key]
-        retry = retry and used < self.restart.retries and not _crash_loop(trial, attempt, cause)
+        retry = (
+            retry and used < self.restart.retries and not _crash_loop(trial, attempt, code, cause)
+        )
         store.end_attempt(
             self.session,
             attempt,
@@ -354,7 +364,7 @@ class _Loop:
         row.status = "failed"
         self.summary.failed.append(trial.key)
         tried = f" after {used} restart(s)" if used else ""
-        if _crash_loop(trial, attempt, cause):
+        if _crash_loop(trial, attempt, code, cause):
             tried += " (the same failure twice before any step: not retrying)"
         self.display.say(trial.key, f"failed{tried}: {cause}")
 
@@ -375,12 +385,19 @@ class _Loop:
         self.session.commit()
 
 
-def _crash_loop(trial: Trial, attempt: Attempt, cause: str) -> bool:
-    """The same failure twice in a row before any step: a bug, not bad luck; restarting
-    again would only burn the retry budget."""
+def _crash_loop(trial: Trial, attempt: Attempt, code: int | None, cause: str) -> bool:
+    """The same error exit twice in a row before any step: a bug, not bad luck; restarting
+    again would only burn the retry budget. Kills and hangs come from outside: they are
+    always retried."""
+    if not cause.startswith("exit ") or code is None or not 0 < code < 128:
+        return False
     earlier = [a for a in trial.attempts if a.number < attempt.number and a.ended_at]
-    return (attempt.last_step is None and bool(earlier) and earlier[-1].cause == cause
-            and earlier[-1].last_step is None)
+    return (
+        attempt.last_step is None
+        and bool(earlier)
+        and earlier[-1].cause == cause
+        and earlier[-1].last_step is None
+    )
 
 
 def _trial_dir(experiment: Experiment, trial: Trial) -> Path:
