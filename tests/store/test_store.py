@@ -1,5 +1,6 @@
 """The store on a real SQLite file: migrations, WAL, idempotent upserts, indexes, bad paths."""
 
+import math
 import os
 
 import pytest
@@ -42,7 +43,7 @@ def test_migrations_produce_exactly_the_models_schema(db):
         diff = compare_metadata(MigrationContext.configure(conn), store.Base.metadata)
         version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
     assert diff == []
-    assert version == "0003"
+    assert version == "0004"
 
 
 def test_reopening_a_migrated_store_keeps_its_data(home):
@@ -81,6 +82,25 @@ def test_upserts_never_duplicate_and_later_values_win(db):
                                                        (4, -2.0)]
         assert len(store.eval_items(session, [trial.id])) == 3
         assert len(store.events(session, [trial.id])) == 1
+
+
+def test_nan_and_infinite_values_are_kept(db):
+    """A diverged run's NaN loss is data: SQLite has no NaN, the store maps it to NULL."""
+    with db.session() as session:
+        trial, attempt = _trial(session)
+        ids = {"trial_id": trial.id, "attempt_id": attempt.id}
+        values = [1.5, math.nan, math.inf, -math.inf]
+        store.upsert_metric_points(session, [{**ids, "name": "loss", "step": s, "value": v,
+                                              "time": 0.0} for s, v in enumerate(values)])
+        store.upsert_eval_items(session, [{**ids, "step": 1, "task": "t", "item": "a",
+                                           "variant": "", "score": math.nan}])
+        session.commit()
+        got = [p.value for p in store.metric_points(session, [trial.id], "loss")]
+        assert got[0] == 1.5 and math.isnan(got[1]) and got[2:] == [math.inf, -math.inf]
+        assert math.isnan(store.eval_items(session, [trial.id])[0].score)
+    with db.engine.connect() as conn:
+        nulls = conn.exec_driver_sql("SELECT COUNT(*) FROM metric_point WHERE value IS NULL")
+        assert nulls.scalar() == 1
 
 
 def test_metric_query_uses_the_name_trial_step_index(db):
@@ -164,5 +184,5 @@ def test_upgrading_a_first_schema_database_keeps_its_rows(home):
     with db.session() as session:
         assert store.find_experiment(session, "old").name == "old"
     with db.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0003"
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0004"
     db.close()

@@ -22,6 +22,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from labcoat import spec, stats, store
+from labcoat.report._scales import scales_data
 from labcoat.report._status import status_data
 from labcoat.spec import Design, Hypothesis
 from labcoat.stats import Adjusted, Difference, Generalization, Interval, StatsWarning
@@ -91,6 +92,7 @@ class Analysis:
     sequential: dict[str, Any] = field(default_factory=dict)  # variant -> SequentialResult
     alerts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # trial -> alerts
     restarts: dict[str, list[str]] = field(default_factory=dict)  # trial -> causes of restarts
+    scales: dict[str, Any] = field(default_factory=dict)  # scaling fits (report._scales)
 
 
 def analyze(session: Session, experiment: Experiment) -> Analysis:
@@ -112,6 +114,7 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
         analysis.sequential = _sequential(session, experiment, analysis.results[0], rule)
     analysis.restarts = {t["key"]: [a["cause"] for a in t["attempt_history"][:-1]]
                          for t in status["trials"] if t["attempts"] > 1}
+    analysis.scales = scales_data(session, experiment)
     return analysis
 
 

@@ -29,6 +29,7 @@ from labcoat.errors import Interrupted, LabcoatError
 from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
+from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
 from labcoat.runner._references import write_references
@@ -146,6 +147,7 @@ class _Loop:
             f"labcoat run {experiment.name}", list(self.rows.values()), console=console, plain=plain
         )
         self.threads = max(1, (os.cpu_count() or 1) // workers)
+        self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
 
     def run(self) -> RunSummary:
         now = time.time()
@@ -297,6 +299,9 @@ class _Loop:
                     f"guard {alert['severity']}: {alert['rule']} at "
                     f"step {alert['step']}: {alert['message']}",
                 )
+            for alert in self.extrapolation.check(self.session, job.trial, job.attempt,
+                                                  final=code is not None):
+                self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
             if progress.records:
                 job.hang.touch(now)
             if progress.heartbeat_timeout:

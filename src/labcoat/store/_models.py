@@ -8,6 +8,7 @@ re-logging a step, replaces the value instead of adding a duplicate.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -34,6 +36,20 @@ def utcnow() -> datetime:
 def as_utc(moment: datetime) -> datetime:
     """SQLite returns naive datetimes (stored as UTC); make every value comparable."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class NaNFloat(TypeDecorator[float]):
+    """A float that may be NaN: a diverged loss is data, but SQLite cannot store NaN
+    (it becomes NULL), so NaN is written as NULL and read back as NaN everywhere."""
+
+    impl = Float
+    cache_ok = True
+
+    def process_bind_param(self, value: float | None, dialect: Any) -> float | None:
+        return None if value is None or math.isnan(value) else value
+
+    def process_result_value(self, value: float | None, dialect: Any) -> float:
+        return math.nan if value is None else value
 
 
 class Base(DeclarativeBase):
@@ -130,7 +146,7 @@ class MetricPoint(Base):
     attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="SET NULL"))
     name: Mapped[str] = mapped_column(String(200))
     step: Mapped[int] = mapped_column(BigInteger)
-    value: Mapped[float] = mapped_column(Float)
+    value: Mapped[float] = mapped_column(NaNFloat, nullable=True)  # NaN is stored as NULL
     time: Mapped[float | None] = mapped_column(Float)  # unix seconds, from the trial
 
 
@@ -147,7 +163,7 @@ class EvalItem(Base):
     task: Mapped[str] = mapped_column(String(200))
     item: Mapped[str] = mapped_column(String(200))
     variant: Mapped[str] = mapped_column(String(200), default="")
-    score: Mapped[float] = mapped_column(Float)
+    score: Mapped[float] = mapped_column(NaNFloat, nullable=True)  # NaN is stored as NULL
 
 
 class Event(Base):

@@ -9,18 +9,44 @@
         ckpt.save(step)
     ckpt.close()
 
+The silent-error guard watches a training loop with hooks and names the bug
+(frozen layer, missing zero_grad, dropout on in eval, labels not shifted,
+NaN, replicas drifting, ...) within a step or a few:
+
+    from labcoat.torch import watch
+    guard = watch(model, optimizer, run=run, stop_on="critical")
+    ...                                   # the loop, unchanged
+    guard.record(loss=loss.item(), batch=(inputs, labels))   # optional, each step
+    guard.close()
+    guard.alerts                          # [Alert(step, rule, severity, message, evidence)]
+
 Importing this package imports torch; ``import labcoat`` never does.
 """
 
+from labcoat.torch._alerts import Alert, GuardError, GuardStop
 from labcoat.torch._checkpoint import CheckpointConfig, Checkpointer, load_checkpoint
 from labcoat.torch._errors import CheckpointError
+from labcoat.torch._guard import Guard, guard_rules, watch
+from labcoat.torch._guard_config import GuardConfig
 from labcoat.torch._interval import Policy, young_daly_interval
+from labcoat.torch._invariants import read_reference_file, write_reference_file
+from labcoat.torch._measure import item_hashes
 
 __all__ = [
+    "Alert",
     "CheckpointConfig",
     "CheckpointError",
     "Checkpointer",
+    "Guard",
+    "GuardConfig",
+    "GuardError",
+    "GuardStop",
     "Policy",
+    "guard_rules",
+    "item_hashes",
     "load_checkpoint",
+    "read_reference_file",
+    "watch",
+    "write_reference_file",
     "young_daly_interval",
 ]

@@ -12,12 +12,18 @@ or from the shell (reports through the labcoat SDK)::
 
     python -m labcoat.workloads.tinylm --warmup 100 --seed 1
 
+The silent-error guard watches every CLI run (``--no-guard`` to turn it off;
+in Python ``train(cfg, guard=True)``), and ``--fault NAME --fault-step K``
+(``train(cfg, fault=Fault(NAME, K))``) injects one of the silent bugs in
+`FAULTS` to test it.
+
 Runs survive being killed: with a checkpoint directory (``--checkpoint-dir``
 or ``$LABCOAT_CHECKPOINT_DIR``; in Python ``train(cfg, checkpointer=...)``)
 a restarted run resumes from its newest verified checkpoint and ends
 bit-identical to an uninterrupted one, having logged the same values.
 """
 
+from labcoat.workloads.tinylm._faults import FAULTS, Fault
 from labcoat.workloads.tinylm._model import TinyLM
 from labcoat.workloads.tinylm._tasks import (
     EVAL_SEED,
@@ -42,6 +48,7 @@ from labcoat.workloads.tinylm._train import (
     evaluate,
     exact_match,
     greedy_decode,
+    guard_options,
     learning_rate,
     masked_loss,
     train,
@@ -49,12 +56,14 @@ from labcoat.workloads.tinylm._train import (
 
 __all__ = [
     "EVAL_SEED",
+    "FAULTS",
     "MAX_LEN",
     "TASKS",
     "VOCAB",
     "Config",
     "EvalSet",
     "Example",
+    "Fault",
     "TinyLM",
     "TrainResult",
     "TrainStream",
@@ -67,6 +76,7 @@ __all__ = [
     "evaluate",
     "exact_match",
     "greedy_decode",
+    "guard_options",
     "is_balanced",
     "learning_rate",
     "make_eval_set",

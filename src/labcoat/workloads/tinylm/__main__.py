@@ -8,6 +8,13 @@ Checkpointing is on when ``--checkpoint-dir`` or ``LABCOAT_CHECKPOINT_DIR``
 (set by the runner, shared by a trial's attempts) names a directory: the run
 then resumes from the newest verified checkpoint there and continues exactly
 (see `labcoat.torch.Checkpointer`).
+
+The silent-error guard (`labcoat.torch.watch`) is on unless ``--no-guard``:
+alerts go to the journal as ``guard.alert`` events and, by default, a
+critical alert (NaN, corrupted weights) stops the run with exit code 3
+(`EXIT_GUARD_STOP`) before more compute is wasted. Reference profiles of
+clean runs come from ``--guard-reference`` or ``$LABCOAT_GUARD_REFERENCE``.
+``--fault NAME --fault-step K`` injects a silent bug (see `_faults`).
 """
 
 from __future__ import annotations
@@ -24,14 +31,20 @@ import torch
 import labcoat
 from labcoat import environment as env
 from labcoat.errors import LabcoatError
-from labcoat.torch import Checkpointer
+from labcoat.torch import Checkpointer, GuardStop
+from labcoat.workloads.tinylm._faults import FAULTS, Fault
 from labcoat.workloads.tinylm._tasks import TASKS
 from labcoat.workloads.tinylm._train import Config, train
+
+EXIT_GUARD_STOP = 3  # the guard stopped the run (rerunning gives the same result: don't retry)
 
 _HELP = {
     "width": "residual stream width",
     "depth": "number of transformer blocks",
     "heads": "attention heads (must divide --width)",
+    "parametrization": "standard, or mup: muP's width-scaled init, multipliers and per-layer "
+                       "Adam lr, so the best --lr transfers across --width (Yang et al. 2022)",
+    "mup_base_width": "muP: the width at which it equals the standard parametrization",
     "dropout": "dropout probability (embeddings, attention, residual branches)",
     "steps": "optimizer steps",
     "batch_size": "examples per step",
@@ -51,6 +64,9 @@ _HELP = {
 }
 
 
+_CHOICES = {"schedule": ("constant", "cosine"), "parametrization": ("standard", "mup")}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Flags mirror `Config` fields (``--batch-size`` -> ``batch_size``); defaults come from it."""
     defaults = Config()
@@ -62,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name, help_text in _HELP.items():
         default = getattr(defaults, name)
-        if name == "schedule":
-            kind: dict[str, Any] = {"choices": ("constant", "cosine")}
+        if name in _CHOICES:
+            kind: dict[str, Any] = {"choices": _CHOICES[name]}
         else:
             kind = {"type": float if isinstance(default, float) else int}
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=default,
@@ -80,7 +96,42 @@ def build_parser() -> argparse.ArgumentParser:
                              "failure rate make worthwhile (Young/Daly, at most 2%% overhead)")
     parser.add_argument("--save-final", metavar="PATH",
                         help="write the final model's state_dict here (torch.save)")
+    guard = parser.add_argument_group("silent-error guard (labcoat.torch.watch)")
+    guard.add_argument("--guard", action=argparse.BooleanOptionalAction, default=True,
+                       help="watch the run for silent bugs; alerts go to the journal")
+    guard.add_argument("--guard-stop-on", choices=("none", "warning", "error", "critical"),
+                       default="critical",
+                       help=f"stop the run (exit code {EXIT_GUARD_STOP}) at the first alert of "
+                            "this severity or worse")
+    guard.add_argument("--guard-reference", metavar="PATH",
+                       help="JSON file of reference profiles of clean runs; None: "
+                            "$LABCOAT_GUARD_REFERENCE if set")
+    guard.add_argument("--guard-check-every", type=int, default=None, metavar="N",
+                       help="run the periodic checks every N steps; None: the guard's default")
+    guard.add_argument("--guard-recompute-every", type=int, default=0, metavar="N",
+                       help="recompute every N-th step's gradients and compare bit for bit "
+                            "(silent data corruption; 0: off)")
+    faults = parser.add_argument_group("fault injection (for testing the guard)")
+    faults.add_argument("--fault", choices=tuple(FAULTS), metavar="NAME",
+                        help="switch on a silent bug: " + ", ".join(FAULTS))
+    faults.add_argument("--fault-step", type=int, default=1, metavar="K",
+                        help="the optimizer step at which the fault starts")
     return parser
+
+
+def guard_from_args(args: argparse.Namespace) -> dict[str, Any] | bool:
+    """The guard options the flags ask for (False: no guard)."""
+    if not args.guard:
+        return False
+    options: dict[str, Any] = {
+        "stop_on": None if args.guard_stop_on == "none" else args.guard_stop_on,
+        "recompute_every": args.guard_recompute_every,
+    }
+    if args.guard_reference:
+        options["reference_path"] = args.guard_reference
+    if args.guard_check_every is not None:
+        options["check_every"] = args.guard_check_every
+    return options
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -96,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.checkpoint_every < 0:
             raise LabcoatError(f"--checkpoint-every {args.checkpoint_every} must be >= 0 "
                                "(0: let the measured cost and failure rate decide)")
+        fault = Fault(args.fault, args.fault_step) if args.fault else None
+        guard = guard_from_args(args)
     except LabcoatError as err:
         print(f"tinylm: error: {err}", file=sys.stderr)
         return 2
@@ -106,8 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.checkpoint_dir:
                     ckpt = stack.enter_context(Checkpointer(
                         args.checkpoint_dir, run=run, every=args.checkpoint_every or None))
-                result = train(cfg, run, checkpointer=ckpt,
+                result = train(cfg, run, checkpointer=ckpt, guard=guard, fault=fault,
                                echo=lambda line: print(line, flush=True))
+    except GuardStop as stop:
+        print(f"tinylm: {stop}", file=sys.stderr)
+        return EXIT_GUARD_STOP
     except LabcoatError as err:  # e.g. a checkpoint that does not fit this configuration
         print(f"tinylm: error: {err}", file=sys.stderr)
         return 1

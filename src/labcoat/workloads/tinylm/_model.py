@@ -13,12 +13,18 @@ from torch import nn
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention where position t sees only positions <= t."""
+    """Multi-head self-attention where position t sees only positions <= t.
 
-    def __init__(self, width: int, heads: int, dropout: float) -> None:
+    scale: multiplier of the attention logits q.k; None is 1/sqrt(head width)
+    (Vaswani et al. 2017); muP uses one proportional to 1/(head width) (see `_mup`).
+    """
+
+    def __init__(self, width: int, heads: int, dropout: float,
+                 scale: float | None = None) -> None:
         super().__init__()
         self.heads = heads
         self.dropout = dropout
+        self.scale = scale
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
         self.resid_dropout = nn.Dropout(dropout)
@@ -30,7 +36,8 @@ class CausalSelfAttention(nn.Module):
         # (B, T, C) -> (B, H, T, C/H): each head attends independently.
         q, k, v = (z.view(B, T, self.heads, C // self.heads).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0,
+            scale=self.scale,
         )
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.resid_dropout(self.proj(y))
@@ -53,10 +60,11 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-LN residual block: x + attn(ln(x)), then x + mlp(ln(x)) (Xiong et al. 2020)."""
 
-    def __init__(self, width: int, heads: int, dropout: float) -> None:
+    def __init__(self, width: int, heads: int, dropout: float,
+                 attn_scale: float | None = None) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(width)
-        self.attn = CausalSelfAttention(width, heads, dropout)
+        self.attn = CausalSelfAttention(width, heads, dropout, attn_scale)
         self.ln2 = nn.LayerNorm(width)
         self.mlp = MLP(width, dropout)
 
@@ -73,18 +81,24 @@ class TinyLM(nn.Module):
     (Press & Wolf 2017), which saves parameters and usually helps at this size.
     Weights are set by `init_weights` from an explicit generator, so the
     initialization never depends on (or disturbs) torch's global RNG.
+    `attn_scale` and `output_mult` (the final hidden state is multiplied by it
+    before the LM head) are 1/sqrt(head width) and 1 in the standard
+    parametrization; `_mup.mup_model_options` sets them for muP.
     """
 
     def __init__(self, *, vocab_size: int, max_len: int, width: int, depth: int, heads: int,
-                 dropout: float = 0.0, tie_embeddings: bool = True) -> None:
+                 dropout: float = 0.0, tie_embeddings: bool = True,
+                 attn_scale: float | None = None, output_mult: float = 1.0) -> None:
         super().__init__()
         if width % heads:
             raise ValueError(f"width {width} must be divisible by heads {heads}")
         self.max_len = max_len
+        self.output_mult = output_mult
         self.tok_emb = nn.Embedding(vocab_size, width)
         self.pos_emb = nn.Embedding(max_len, width)
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(Block(width, heads, dropout) for _ in range(depth))
+        self.blocks = nn.ModuleList(Block(width, heads, dropout, attn_scale)
+                                    for _ in range(depth))
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab_size, bias=False)
         if tie_embeddings:
@@ -99,7 +113,10 @@ class TinyLM(nn.Module):
         x = self.dropout(self.tok_emb(idx) + self.pos_emb(pos))
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln_f(x))
+        x = self.ln_f(x)
+        if self.output_mult != 1.0:
+            x = x * self.output_mult
+        return self.head(x)
 
     @torch.no_grad()
     def init_weights(self, generator: torch.Generator) -> None:

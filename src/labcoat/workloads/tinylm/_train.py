@@ -12,17 +12,25 @@ Resuming (``train(..., checkpointer=...)``) keeps that promise across a
 kill: checkpoints hold the weights, AdamW's moments, the data RNG, the
 dropout RNG and the results so far. The init generator is not saved: it is
 used up before the first step, and the weights it drew are in the checkpoint.
+
+The silent-error guard (``train(..., guard=True)``, see `labcoat.torch.watch`)
+watches the loop with tinylm's facts declared (`guard_options`): the lr
+schedule, a causal model, next-token-shifted labels, the padding id, the eval
+items and the loss for recomputation. It never changes what is computed: a
+guarded run is bit-identical to an unguarded one. ``fault=`` switches on a
+silent bug at a chosen step (see `_faults`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import random
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -31,8 +39,10 @@ import torch.nn.functional as F
 
 from labcoat.errors import LabcoatError
 from labcoat.sdk import Run
-from labcoat.torch import Checkpointer
+from labcoat.torch import Alert, Checkpointer, Guard, GuardConfig, watch
+from labcoat.workloads.tinylm._faults import Fault, Injector, check_dropout
 from labcoat.workloads.tinylm._model import TinyLM
+from labcoat.workloads.tinylm._mup import apply_mup_init, mup_model_options, mup_param_groups
 from labcoat.workloads.tinylm._tasks import (
     EOS_ID,
     IGNORE,
@@ -69,6 +79,8 @@ class Config:
     heads: int = 4  # attention heads; must divide width
     dropout: float = 0.0  # on embeddings, attention weights and residual branches
     tie_embeddings: bool = True  # the output head shares the token embedding matrix
+    parametrization: Literal["standard", "mup"] = "standard"  # "mup": see _mup (TP5, Table 8)
+    mup_base_width: int = 64  # muP: the width at which it equals the standard parametrization
     # optimization
     steps: int = 3000  # optimizer steps
     batch_size: int = 64  # examples per step
@@ -115,6 +127,12 @@ class Config:
             yield "weight_decay and grad_clip must be >= 0"
         if not 0 <= self.min_lr_ratio <= 1:
             yield f"min_lr_ratio={self.min_lr_ratio} must be in [0, 1]"
+        if self.parametrization not in ("standard", "mup"):
+            yield (f"parametrization={self.parametrization!r}; choose between 'standard' and "
+                   "'mup'")
+        if self.mup_base_width < 1 or self.mup_base_width % max(self.heads, 1):
+            yield (f"mup_base_width={self.mup_base_width} must be >= 1 and divisible by "
+                   f"heads={self.heads}")
         if self.schedule not in ("constant", "cosine"):
             yield f"schedule={self.schedule!r}; choose between 'constant' and 'cosine'"
         if self.threads is not None and self.threads < 1:
@@ -147,6 +165,8 @@ class TrainResult:
     scores: final per-item 0/1 scores, ``scores[task]`` aligned with ``item_ids[task]``.
     losses: (steps,) training loss at every step.
     history: step -> macro exact match, at every evaluation.
+    alerts: what the guard reported (empty without a guard).
+    profile: the guard's learned profile of this run (None without a guard).
     """
 
     config: Config
@@ -158,6 +178,8 @@ class TrainResult:
     losses: list[float]
     history: dict[int, float]
     seconds: float
+    alerts: list[Alert] = field(default_factory=list)
+    profile: dict[str, Any] | None = None
 
 
 def learning_rate(step: int, cfg: Config) -> float:
@@ -178,15 +200,28 @@ def learning_rate(step: int, cfg: Config) -> float:
 
 def build_model(cfg: Config) -> TinyLM:
     """The initialized model; draws only from the init stream."""
+    mup = cfg.parametrization == "mup"
+    options = mup_model_options(cfg.width, cfg.heads, cfg.mup_base_width) if mup else {}
     with torch.random.fork_rng(devices=[]):  # module constructors draw from the global RNG
         model = TinyLM(vocab_size=len(VOCAB), max_len=MAX_LEN, width=cfg.width, depth=cfg.depth,
-                       heads=cfg.heads, dropout=cfg.dropout, tie_embeddings=cfg.tie_embeddings)
+                       heads=cfg.heads, dropout=cfg.dropout, tie_embeddings=cfg.tie_embeddings,
+                       **options)
     model.init_weights(torch.Generator().manual_seed(cfg.seed_for("init")))
+    if mup:
+        apply_mup_init(model, cfg.mup_base_width)
     return model
 
 
 def build_optimizer(model: TinyLM, cfg: Config) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices (incl. embeddings) only, as in nanoGPT."""
+    """AdamW with weight decay on matrices (incl. embeddings) only, as in nanoGPT.
+
+    Under muP, hidden matrices get lr / width_mult (see `_mup.mup_param_groups`);
+    each group's ``lr_scale`` is applied to the scheduled lr at every step.
+    """
+    if cfg.parametrization == "mup":
+        return torch.optim.AdamW(mup_param_groups(model, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                                  base_width=cfg.mup_base_width),
+                                 lr=cfg.lr, betas=cfg.betas)
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     rest = [p for p in params if p.dim() < 2]
@@ -201,6 +236,28 @@ def masked_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     logits: (B, T, V); labels: (B, T) with IGNORE at prompt and padding positions.
     """
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+
+
+def guard_options(cfg: Config) -> dict[str, Any]:
+    """What tinylm declares to the guard: its lr schedule, causality, label shift, padding."""
+    return {
+        "lr_schedule": functools.partial(learning_rate, cfg=cfg),
+        "causal": True,
+        "labels_shifted": True,
+        "pad_id": PAD_ID,
+        "ignore_index": IGNORE,
+        "loss_fn": _batch_loss,
+    }
+
+
+def _batch_loss(model: TinyLM, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    inputs, labels = batch
+    return masked_loss(model(inputs), labels)
+
+
+def eval_rows(eval_set: EvalSet) -> list[list[int]]:
+    """Every eval item as the model input row it would be in training (``tokens[:-1]``)."""
+    return [encode(ex.tokens)[:-1] for xs in eval_set.items.values() for ex in xs]
 
 
 @torch.no_grad()
@@ -244,14 +301,21 @@ def score_examples(model: TinyLM, examples: list[Example]) -> torch.Tensor:
     return exact_match(generated, answers)
 
 
-def evaluate(model: TinyLM, eval_set: EvalSet) -> dict[str, torch.Tensor]:
-    """Per-task exact-match scores: task -> (items,) of 0.0/1.0, in eval_set order."""
+def evaluate(model: TinyLM, eval_set: EvalSet, *, modes: str = "normal"
+             ) -> dict[str, torch.Tensor]:
+    """Per-task exact-match scores: task -> (items,) of 0.0/1.0, in eval_set order.
+
+    modes: "normal" (eval mode, then the previous mode back); the faults
+    "no_eval" (model.eval() forgotten) and "stuck" (left in eval mode).
+    """
     was_training = model.training
-    model.eval()
+    if modes != "no_eval":
+        model.eval()
     try:
         return {task: score_examples(model, xs) for task, xs in eval_set.items.items()}
     finally:
-        model.train(was_training)
+        if modes == "normal":
+            model.train(was_training)
 
 
 @contextlib.contextmanager
@@ -278,7 +342,9 @@ def _torch_settings(cfg: Config) -> Iterator[None]:
 
 def train(cfg: Config, run: Run | None = None, *,
           echo: Callable[[str], None] | None = None,
-          checkpointer: Checkpointer | None = None) -> TrainResult:
+          checkpointer: Checkpointer | None = None,
+          guard: bool | Mapping[str, Any] | GuardConfig = False,
+          fault: Fault | None = None) -> TrainResult:
     """Train a TinyLM on the task mixture and evaluate it on the fixed held-out set.
 
     run: where to report (None: no logging). Logged per step: ``loss``,
@@ -293,8 +359,14 @@ def train(cfg: Config, run: Run | None = None, *,
         run killed at any moment and resumed ends bit-identical to an
         uninterrupted one and logs the same values at every step (on CPU).
         The caller closes it (it waits for the last background write).
+    guard: watch the run with `labcoat.torch.watch` (alerts to `run`): True for
+        tinylm's declared facts (`guard_options`), a mapping of guard options to
+        add or override, or a complete GuardConfig. The guard is closed at the
+        end (its profile logged); with ``stop_on`` it may raise GuardStop.
+    fault: a silent bug to switch on (see `_faults`), for testing the guard.
     """
     started = time.perf_counter()
+    check_dropout(fault, cfg.dropout)
     eval_set = make_eval_set(cfg.eval_items, cfg.tasks)
     stream = TrainStream(cfg.seed_for("data"), eval_set.held_out(), cfg.tasks)
     with _torch_settings(cfg), torch.random.fork_rng(devices=[]), _global_rngs_kept():
@@ -313,30 +385,55 @@ def train(cfg: Config, run: Run | None = None, *,
         scores: dict[str, torch.Tensor] = {}
         report_every = max(1, cfg.steps // 10)
         model.train()
-        for step in range(first, cfg.steps + 1):
-            lr = learning_rate(step, cfg)
-            loss = _train_step(model, optimizer, stream, cfg, lr)
-            losses.append(loss)
-            if run is not None:
-                run.log(step, loss=loss, lr=lr)
-            if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
+        faults = Injector(fault, model, optimizer, eval_set, stream, len(VOCAB))
+        watcher = _watch(guard, cfg, model, optimizer, run, eval_set, start_step=first - 1)
+        try:
+            for step in range(first, cfg.steps + 1):
+                lr = learning_rate(step, cfg)
+                loss = _train_step(model, optimizer, stream, cfg, lr, step, faults, watcher)
+                losses.append(loss)
+                if run is not None:
+                    run.log(step, loss=loss, lr=lr)
+                if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
+                    scores = evaluate(model, eval_set, modes=faults.evaluation_mode(step))
+                    history[step] = _log_eval(run, step, scores, eval_set)
+                if echo is not None and (step % report_every == 0 or step == cfg.steps):
+                    em = f" exact_match {history[step]:.3f}" if step in history else ""
+                    echo(f"step {step}/{cfg.steps} loss {loss:.4f} lr {lr:.2e}{em} "
+                         f"({time.perf_counter() - started:.1f}s)")
+                if checkpointer is not None and checkpointer.should_save(step):
+                    checkpointer.save(step)
+            if not scores:  # resumed from a checkpoint of the last step: evaluate it again
                 scores = evaluate(model, eval_set)
-                history[step] = _log_eval(run, step, scores, eval_set)
-            if echo is not None and (step % report_every == 0 or step == cfg.steps):
-                em = f" exact_match {history[step]:.3f}" if step in history else ""
-                echo(f"step {step}/{cfg.steps} loss {loss:.4f} lr {lr:.2e}{em} "
-                     f"({time.perf_counter() - started:.1f}s)")
-            if checkpointer is not None and checkpointer.should_save(step):
-                checkpointer.save(step)
-        if not scores:  # resumed from a checkpoint of the last step: evaluate it again
-            scores = evaluate(model, eval_set)
-            history[cfg.steps] = _log_eval(run, cfg.steps, scores, eval_set)
+                history[cfg.steps] = _log_eval(run, cfg.steps, scores, eval_set)
+        finally:
+            if watcher is not None:
+                watcher.close()
     accuracy = {task: s.sum().item() / len(s) for task, s in scores.items()}
     return TrainResult(
         config=cfg, model=model, accuracy=accuracy, exact_match=history[cfg.steps],
         scores={task: s.tolist() for task, s in scores.items()}, item_ids=eval_set.ids,
         losses=losses, history=history, seconds=time.perf_counter() - started,
+        alerts=list(watcher.alerts) if watcher else [],
+        profile=watcher.profile() if watcher and watcher.learns and watcher.steps_seen else None,
     )
+
+
+def _watch(guard: bool | Mapping[str, Any] | GuardConfig, cfg: Config, model: TinyLM,
+           optimizer: torch.optim.Optimizer, run: Run | None, eval_set: EvalSet, *,
+           start_step: int) -> Guard | None:
+    """The guard for this run (None if off), with the eval items registered."""
+    if guard is False or guard is None:
+        return None
+    if isinstance(guard, GuardConfig):
+        watcher = watch(model, optimizer, run=run, config=guard)
+    else:
+        options = guard_options(cfg) | {"start_step": start_step}
+        options.update(guard if isinstance(guard, Mapping) else {})
+        watcher = watch(model, optimizer, run=run, **options)
+    if watcher.enabled("data.eval_leak"):
+        watcher.register_eval_items(eval_rows(eval_set))
+    return watcher
 
 
 class _StreamPosition:
@@ -368,18 +465,35 @@ def _global_rngs_kept() -> Iterator[None]:
 
 
 def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainStream,
-                cfg: Config, lr: float) -> float:
-    """One optimizer update at learning rate `lr`; returns the batch loss."""
-    inputs, labels = stream.batch(cfg.batch_size)
-    for group in optimizer.param_groups:
-        group["lr"] = lr
+                cfg: Config, lr: float, step: int, faults: Injector,
+                guard: Guard | None) -> float:
+    """One optimizer update at learning rate `lr`; returns the batch loss.
+
+    `faults` hooks in at fixed points (they do nothing without a fault); the
+    guard gets the batch after the forward (before the update, so it can
+    recompute the step) and the loss after the update.
+    """
+    inputs, labels = faults.batch(step, *stream.batch(cfg.batch_size))
+    if faults.sets_lr(step):
+        for group in optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # muP: per-group multipliers
+    faults.before_forward(step)
     loss = masked_loss(model(inputs), labels)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    if guard is not None:
+        guard.record(batch=(inputs, labels))
+    if faults.zeroes_grad(step):
+        optimizer.zero_grad(set_to_none=True)
+    scale = faults.loss_scale(step)
+    (loss * scale if scale != 1 else loss).backward()
     if cfg.grad_clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-    optimizer.step()
-    return loss.item()
+    faults.after_backward(step)
+    if faults.steps_optimizer(step):
+        optimizer.step()
+    value = loss.item()
+    if guard is not None:
+        guard.record(loss=value)
+    return value
 
 
 def _log_eval(run: Run | None, step: int, scores: dict[str, torch.Tensor],

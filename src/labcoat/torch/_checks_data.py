@@ -1,0 +1,343 @@
+"""Data bugs: repeated or collapsing batches, wrong token ids, misaligned labels, eval leakage.
+
+Rules (family ``data``):
+
+    data.token_range      critical  a token id < 0 or >= an nn.Embedding's size (the tokenizer
+                                    does not match the model); checked before the lookup at
+                                    training check steps (the first step is one, and a
+                                    mismatched tokenizer is there from the first batch), so
+                                    the alert explains the crash that follows
+    data.token_shift      warning   the input token distribution jumped away from its slow
+                                    running average (a different tokenizer or vocabulary,
+                                    the wrong data file): robust z > spike_z, or > spike_z/2
+                                    at 3 checks running
+    data.repeated_batch   error     a batch made of the previous step's rows (a stuck or
+                                    duplicating data loader)
+    data.batch_size       warning   examples per step collapsed below half their median
+                                    for 2 steps running (a sharding or drop_last bug)
+    data.label_leak       error     labels equal the inputs at the same or an earlier
+                                    position: the model can read the answer (the next-token
+                                    shift is missing, or reversed)
+    data.label_offset     error     labels aligned differently than declared or than at the
+                                    run's start (shifted twice: predicting two tokens ahead)
+    data.eval_leak        error     a training row equal to a registered eval item
+
+The batch is the watched model's input (first tensor argument, or
+``input_ids=``) at each training forward. Its rows are hashed
+(`_measure.row_hashes`, padding ignored when ``pad_id`` is set) at check
+steps and the step before each (``check_every``): batch size and repeats
+compare those two steps; label, token and eval checks run at check steps.
+Label checks need ``guard.record(batch=(inputs, labels))``.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import math
+import statistics
+from typing import Any
+
+import torch
+from torch import nn
+
+from labcoat.torch._alerts import GuardError
+from labcoat.torch._context import Check, Context, Forward, Record, Step
+from labcoat.torch._measure import item_hashes, row_hashes
+from labcoat.torch._robust import RobustWindow
+
+REPEAT_SHARE = 0.9  # a batch with this share of its rows in recent batches is a repeat
+HIST_DECAY = 0.95  # the reference token histogram forgets this much per check step (slowly:
+# after a real shift the distance stays high for several checks instead of fading in one)
+PERSIST = 3  # checks running above spike_z / 2 also make a token shift
+ALIGNED = 0.5  # labels "aligned" at an offset when surely (Wilson, z=3) half equal that input
+LABEL_ROWS = 16  # rows of a batch the label checks look at (each has many positions)
+
+
+class Data(Check):
+    """Batches as the model sees them, token ids at every embedding, labels, eval items."""
+
+    family = "data"
+    rules = {
+        "data.token_range": "token ids outside an embedding: tokenizer and model do not match",
+        "data.token_shift": "an abrupt change in the token distribution: another tokenizer or "
+                            "vocabulary, the wrong data file",
+        "data.repeated_batch": "the same batch again: a stuck or duplicating data loader",
+        "data.batch_size": "collapsing batch size: a sharding, drop_last or collate bug",
+        "data.label_leak": "labels visible in the inputs: the next-token shift missing",
+        "data.label_offset": "labels shifted twice or otherwise realigned mid-run",
+        "data.eval_leak": "evaluation items in the training data: contaminated eval",
+    }
+
+    periodic = frozenset({"on_forward", "on_pre_step", "on_record"})
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        cfg = ctx.config
+        self.embeddings = [(name, m) for name, m in ctx.model.named_modules()
+                           if isinstance(m, nn.Embedding | nn.EmbeddingBag)]
+        self.vocab = max((m.num_embeddings for _, m in self.embeddings), default=0)
+        self.handles = [m.register_forward_pre_hook(functools.partial(self._embedding, name))
+                        for name, m in self.embeddings] if ctx.enabled("data.token_range") else []
+        self.hist: torch.Tensor | None = None  # running token shares, at check steps
+        self.host: dict[int, tuple[Any, Any, Any]] = {}  # forward index -> CPU batch values
+        self.tv = RobustWindow(cfg.window, abs_floor=1e-3)
+        self.sizes: collections.deque[int] = collections.deque(maxlen=cfg.window)
+        self.small = 0
+        self.high = 0  # token-shift checks running above spike_z / 2
+        self.size_step = -1
+        # measured at check steps only: judge after fewer samples than a per-step window
+        self.min_samples = max(5, cfg.min_history // 2)
+        self.recent: collections.deque[set[int]] = collections.deque(maxlen=1)
+        self.recent_step = -1  # the step of the last hashed batch
+        self.eval_hashes: torch.Tensor | None = None  # on the model's device
+        self.eval_set: set[int] = set()  # the same hashes, for CPU inputs
+        self.size_median = 0.0
+        self.alignment: str | None = {True: "next", False: "same", None: None}[cfg.labels_shifted]
+        self.declared = cfg.labels_shifted is not None
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def register_eval_items(self, items: Any, hashes: Any) -> int:
+        if (items is None) == (hashes is None):
+            raise GuardError("register_eval_items takes items or hashes=, exactly one")
+        values = item_hashes(items, self.ctx.config.pad_id) if items is not None else [
+            int(h) for h in hashes]
+        device = self.ctx.params.tensors[0].device
+        new = torch.tensor(values, dtype=torch.int64, device=device)
+        self.eval_hashes = new if self.eval_hashes is None else torch.cat([self.eval_hashes, new])
+        self.eval_set.update(values)
+        return len(values)
+
+    # --- token ids at every embedding ------------------------------------------------------------
+
+    def _embedding(self, name: str, module: nn.Module, args: tuple[Any, ...]) -> None:
+        if self.ctx.internal or not args or not isinstance(args[0], torch.Tensor):
+            return
+        ids = args[0]
+        if ids.is_floating_point() or ids.numel() == 0:
+            return
+        training = self.ctx.training_now()
+        step = self.ctx.step_now(training)
+        if not (training and self.ctx.is_check_step(step)):
+            return  # check steps only: a host sync on accelerators, ~10% of the guard on CPU
+        low, high = torch.stack(torch.aminmax(ids)).tolist()
+        size = module.num_embeddings  # type: ignore[union-attr]
+        if low < 0 or high >= size:
+            self.ctx.alert(
+                "data.token_range", "critical",
+                f"{name} ({size} rows) got token ids from {low} to {high} at "
+                f"{'training step' if training else 'an evaluation after step'} {step}: the "
+                "tokenizer does not match the model's vocabulary (wrong tokenizer, added "
+                "special tokens without resizing the embeddings, an id shift)",
+                step=step, evidence={"module": name, "num_embeddings": size, "min_id": low,
+                                     "max_id": high}, subject=name)
+
+    # --- the batch of each training forward -----------------------------------------------------
+
+    def on_forward(self, fwd: Forward) -> None:
+        x = fwd.inputs
+        if not fwd.training or x is None or x.dim() == 0 or x.shape[0] == 0:
+            return
+        check = self.ctx.is_check_step(fwd.step)
+        if not (check or self.ctx.is_check_step(fwd.step + 1)):
+            return  # rows are hashed at check steps and the step before (for repeats)
+        with torch.no_grad():
+            self._batch(fwd, x.detach(), check)
+
+    def _batch(self, fwd: Forward, x: torch.Tensor, check: bool) -> None:
+        """Row hashes (and at check steps eval hits and token drift) of one training batch.
+
+        torch ops (warm: training just ran them) and plain Python on the CPU; queued
+        for the step's single transfer on accelerators.
+        """
+        rows = row_hashes(x, self.ctx.config.pad_id)
+        tv = None
+        if check and self.vocab and not x.is_floating_point():
+            counts = torch.bincount(x.reshape(-1).clamp(0, self.vocab - 1), minlength=self.vocab)
+            share = counts.to(torch.float32) / x.numel()
+            if self.hist is None:
+                self.hist = share
+            else:
+                tv = 0.5 * (share - self.hist).abs().sum()
+                self.hist.mul_(HIST_DECAY).add_(share, alpha=1 - HIST_DECAY)
+        key = fwd.index
+        if x.device.type == "cpu":
+            listed = rows.tolist()
+            leak = [h in self.eval_set for h in listed] if check and self.eval_set else None
+            self.host[key] = (listed, leak, None if tv is None else float(tv))
+            return
+        pending = self.ctx.pending
+        pending.add(f"data.rows.{key}", rows)
+        if check and self.eval_hashes is not None:
+            pending.add(f"data.leak.{key}", torch.isin(rows, self.eval_hashes))
+        if tv is not None:
+            pending.add("data.tv", tv)
+
+    def _batch_values(self, step: Step, index: int) -> tuple[list[int] | None,
+                                                             list[bool] | None, float | None]:
+        if index in self.host:
+            return self.host.pop(index)
+        rows = step.values.get(f"data.rows.{index}")
+        leak = step.values.get(f"data.leak.{index}")
+        tv = step.values.get("data.tv") if index == 0 else None
+        return (None if rows is None else rows.tolist(),
+                None if leak is None else leak.astype(bool).tolist(),
+                None if tv is None else float(tv[0]))
+
+    def on_pre_step(self, step: Step) -> None:
+        number = step.number
+        total = 0
+        drift = None
+        for fwd in step.forwards:
+            rows, leak, tv = self._batch_values(step, fwd.index)
+            drift = tv if tv is not None else drift
+            if rows is None:
+                continue
+            total += len(rows)
+            self._repeats(number, rows)
+            if leak is not None and any(leak):
+                where = [i for i, hit in enumerate(leak) if hit]
+                self.ctx.alert(
+                    "data.eval_leak", "error",
+                    f"{len(where)} of {len(rows)} training rows at step {number} are registered "
+                    "eval items: the evaluation is contaminated",
+                    step=number, evidence={"rows": where[:20], "count": len(where),
+                                           "batch": len(rows)})
+        self.host.clear()
+        if total:
+            self._batch_size(number, total)
+        if drift is not None:
+            self._token_shift(number, drift)
+
+    def _repeats(self, number: int, listed: list[int]) -> None:
+        current = set(listed)
+        if self.recent_step < number - 1:  # only batches of the steps just before count
+            self.recent.clear()
+        self.recent_step = number
+        if len(listed) >= 2 and self.recent:
+            seen = self.recent[0]
+            share = sum(r in seen for r in listed) / len(listed)
+            if share >= REPEAT_SHARE:
+                self.ctx.alert(
+                    "data.repeated_batch", "error",
+                    f"the batch at step {number} repeats {share:.0%} of the rows of step "
+                    f"{number - 1}'s batch: the data loader is stuck or duplicating",
+                    step=number, evidence={"share": share, "rows": len(listed)})
+        self.recent.append(current)
+
+    def _batch_size(self, number: int, total: int) -> None:
+        if len(self.sizes) >= self.min_samples:
+            if len(self.sizes) % 8 == 0 or not self.size_median:  # the median moves slowly
+                self.size_median = statistics.median(self.sizes)
+            median = self.size_median
+            self.small = self.small + 1 if total < median / 2 and self.size_step == number - 1 \
+                else int(total < median / 2)
+            self.size_step = number
+            if self.small >= 2:
+                self.ctx.alert(
+                    "data.batch_size", "warning",
+                    f"steps {number - 1} and {number} trained on {total} examples, under half "
+                    f"the median {median:g} of the last {len(self.sizes)} steps measured: the "
+                    "batch size collapsed (sharding, drop_last or collate bug)",
+                    step=number, evidence={"examples": total, "median": median})
+                return  # do not let the collapsed sizes become the new normal
+        self.sizes.append(total)
+
+    def _token_shift(self, number: int, tv: float) -> None:
+        cfg = self.ctx.config
+        if len(self.tv) >= self.min_samples:
+            median = self.tv.median
+            z = self.tv.z(tv)
+            self.high = self.high + 1 if z > cfg.spike_z / 2 else 0
+            if z > cfg.spike_z or self.high >= PERSIST:
+                self.ctx.alert(
+                    "data.token_shift", "warning",
+                    f"the token distribution of step {number}'s batch is {tv:.2f} away (total "
+                    f"variation) from the recent average, against a median {median:.2f} (robust "
+                    f"z {z:.0f}): a different tokenizer or vocabulary, or the wrong data",
+                    step=number, evidence={"total_variation": tv, "median": median,
+                                           "robust_z": round(z, 1)})
+        self.tv.push(tv)
+
+    # --- labels ----------------------------------------------------------------------------------
+
+    def on_record(self, rec: Record) -> None:
+        if rec.batch is None or not self.ctx.is_check_step(rec.step):
+            return
+        pair = _inputs_and_labels(rec.batch)
+        if pair is None:
+            return
+        inputs, labels = pair[0][:LABEL_ROWS], pair[1][:LABEL_ROWS]
+        with torch.no_grad():
+            mask = labels != self.ctx.config.ignore_index
+            counts = torch.stack([
+                mask.sum(), ((labels == inputs) & mask).sum(),
+                mask[:, 1:].sum(), ((labels[:, 1:] == inputs[:, :-1]) & mask[:, 1:]).sum(),
+                mask[:, :-1].sum(), ((labels[:, :-1] == inputs[:, 1:]) & mask[:, :-1]).sum(),
+            ]).tolist()
+        rates, sure = {}, {}
+        for off, n, hit in zip(("same", "prev", "next"), counts[::2], counts[1::2], strict=True):
+            if n:
+                rates[off], sure[off] = hit / n, _wilson_low(hit, n)
+        if not rates:
+            return
+        best = max(rates, key=rates.__getitem__)
+        found = best if sure[best] >= ALIGNED else "none"
+        self.ctx.label_alignment = found
+        if found == "none":
+            return  # not conclusive (few labels, or labels unrelated to the inputs)
+        if self.alignment is None:
+            self.alignment = found  # learned from the first conclusive batch
+            return
+        if found == self.alignment:
+            return
+        evidence = {"found": found, "expected": self.alignment,
+                    "rates": {k: round(v, 3) for k, v in rates.items()}}
+        source = "declared (labels_shifted)" if self.declared else "seen at the run's start"
+        if found in ("same", "prev") and self.alignment != "same":
+            where = "the same position" if found == "same" else "the previous position"
+            self.ctx.alert(
+                "data.label_leak", "error",
+                f"at step {rec.step}, {rates[found]:.0%} of the labels equal the input at "
+                f"{where}: the model can read the answer (next-token shift missing or reversed;"
+                f" expected alignment '{self.alignment}', {source})",
+                step=rec.step, evidence=evidence)
+        else:
+            self.ctx.alert(
+                "data.label_offset", "error",
+                f"at step {rec.step} the labels align with the inputs as '{found}' "
+                f"({rates[found]:.0%}), not as '{self.alignment}' ({source}): labels shifted "
+                "twice (training to predict two tokens ahead) or misaligned",
+                step=rec.step, evidence=evidence)
+
+    def profile(self) -> dict[str, Any]:
+        return {"alignment": self.alignment}
+
+
+def _wilson_low(hits: float, n: float, z: float = 3.0) -> float:
+    """Lower end of the Wilson score interval for a rate (z=3: wrong about 1 in 700 batches)."""
+    p = hits / n
+    centre = p + z * z / (2 * n)
+    margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - margin) / (1 + z * z / n)
+
+
+def _inputs_and_labels(batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(inputs, labels) as (B, T) integer tensors of one shape, or None."""
+    if isinstance(batch, dict):
+        pair = (batch.get("input_ids"), batch.get("labels"))
+    elif isinstance(batch, list | tuple) and len(batch) >= 2:
+        pair = (batch[0], batch[1])
+    else:
+        return None
+    inputs, labels = pair
+    if not (isinstance(inputs, torch.Tensor) and isinstance(labels, torch.Tensor)):
+        return None
+    if (inputs.shape != labels.shape or inputs.dim() < 2 or inputs.is_floating_point()
+            or labels.is_floating_point()):
+        return None
+    return inputs.detach().reshape(inputs.shape[0], -1), labels.detach().reshape(
+        labels.shape[0], -1)

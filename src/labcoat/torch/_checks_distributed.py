@@ -1,0 +1,180 @@
+"""Data-parallel replicas: identical weights, synchronized gradients, no straggling rank.
+
+Rules (family ``distributed``), active when ``torch.distributed`` is initialized
+and the data-parallel group (``process_group``, default the world) has more
+than one rank:
+
+    dist.param_drift     critical  replicas hold different weights before a step (a rank
+                                   that skipped or repeated an update, a bad initial
+                                   broadcast, nondeterminism, memory corruption)
+    dist.grad_unsynced   error     replicas are about to apply different gradients (the
+                                   all-reduce is missing, ``no_sync()`` left on, a rank
+                                   that averaged over the wrong group)
+    dist.straggler       warning   a rank's own work (data loading + forward, measured up to
+                                   the end of its forward, before any gradient sync) takes
+                                   ``straggler_ratio`` times the other ranks', in the median
+                                   of the last 5 checks (the first 2 checks excluded)
+
+Every ``distributed_every`` steps each rank contributes, in one
+``all_gather`` from the optimizer's pre-step hook, the exact integer checksum
+(`_measure.checksums`) of every gradient and every parameter, and its mean
+work time since the last check. Checksums are bit-exact and independent of
+reduction order, so healthy replicas agree exactly. The collective runs
+inside ``optimizer.step()`` on every rank at the same step: all ranks must
+watch with the same ``distributed_every``.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from labcoat.torch._context import Check, Context, Step
+from labcoat.torch._measure import Transfer, checksums
+
+STRAGGLER_CHECKS = 5  # work times kept per rank; a straggler is slow in the median of them
+WARMUP_CHECKS = 2  # checks not used for stragglers
+
+class Distributed(Check):
+    """Replica agreement and stragglers, checked with one all_gather every N steps."""
+
+    family = "distributed"
+    rules = {
+        "dist.param_drift": "replicas whose weights differ: a skipped update on one rank, a "
+                            "bad initial broadcast, nondeterminism, memory corruption",
+        "dist.grad_unsynced": "gradients not averaged across replicas: all-reduce missing, "
+                              "no_sync() left on",
+        "dist.straggler": "a rank much slower than the others: data loading, throttling, a "
+                          "noisy neighbour",
+    }
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.group = ctx.config.process_group
+        self.world = 0
+        if dist.is_available() and dist.is_initialized():
+            self.world = dist.get_world_size(self.group)
+            self.rank = dist.get_rank(self.group)
+        self.handle = None
+        self.last_forward_end: float | None = None
+        self.mark = time.perf_counter()
+        self.work = 0.0
+        self.work_steps = 0
+        self.history: collections.deque[np.ndarray] = collections.deque(maxlen=STRAGGLER_CHECKS)
+        self.checks = 0
+        if self.world > 1 and super().active():
+            self.handle = ctx.model.register_forward_hook(self._forward_end)
+
+    def active(self) -> bool:
+        return self.world > 1 and super().active()
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.remove()
+
+    def _forward_end(self, module: Any, args: Any, output: Any) -> None:
+        if not self.ctx.internal and self.ctx.training_now():
+            self.last_forward_end = time.perf_counter()
+
+    def _due(self, number: int) -> bool:
+        return number % self.ctx.config.distributed_every == 0
+
+    def queue_pre(self, step: Step, xfer: Transfer) -> None:
+        end = self.last_forward_end
+        if end is not None and end > self.mark:
+            self.work += end - self.mark
+            self.work_steps += 1
+        if self._due(step.number):
+            with torch.no_grad():
+                self._gather(step, xfer)
+
+    def _gather(self, step: Step, xfer: Transfer) -> None:
+        params = self.ctx.params
+        device = params.tensors[0].device
+        if dist.get_backend(self.group) == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        grads = [g if g is not None else torch.zeros(0, device=device) for g in step.grads]
+        mean_us = int(1e6 * self.work / max(self.work_steps, 1))
+        local = torch.cat([checksums(grads).to(device), checksums(params.tensors).to(device),
+                           torch.tensor([mean_us], dtype=torch.int64, device=device)])
+        gathered = [torch.empty_like(local) for _ in range(self.world)]
+        dist.all_gather(gathered, local, group=self.group)
+        xfer.add("dist.gathered", torch.stack(gathered))
+        self.work, self.work_steps = 0.0, 0
+
+    def on_pre_step(self, step: Step) -> None:
+        table = step.values.get("dist.gathered")
+        if table is None:
+            return
+        n = len(self.ctx.params)
+        table = table.reshape(self.world, 2 * n + 1)
+        grads, params, work = table[:, :n], table[:, n:2 * n], table[:, -1] / 1e6
+        judged = self.ctx.params.judged
+        self._compare(step.number, params, judged, "dist.param_drift", "critical",
+                      "weights differ across data-parallel replicas before step {n}: {who} "
+                      "drifted in {names} (a skipped or repeated update, a bad broadcast, "
+                      "nondeterminism or memory corruption)")
+        present = np.fromiter((g is not None for g in step.grads), bool, n)
+        self._compare(step.number, grads, judged & present, "dist.grad_unsynced", "error",
+                      "replicas are about to apply different gradients at step {n}: {who} "
+                      "differ in {names} (all-reduce missing, no_sync() left on)")
+        self._stragglers(step.number, work)
+
+    def _compare(self, number: int, table: np.ndarray, judged: np.ndarray, rule: str,
+                 severity: str, template: str) -> None:
+        differs = (table != table[0]).any(axis=0) & judged
+        if not differs.any():
+            return
+        odd = _odd_ranks(table[:, differs])
+        who = (f"rank(s) {', '.join(map(str, odd))} of {self.world}" if odd
+               else f"ranks {', '.join(map(str, range(self.world)))}")
+        names = self.ctx.params.describe(differs)
+        self.ctx.alert(rule, severity, template.format(n=number, who=who, names=names),
+                       step=number, evidence={"params": self.ctx.params.listed(differs),
+                                              "odd_ranks": odd, "rank": self.rank,
+                                              "world": self.world})
+
+    def _stragglers(self, number: int, work: np.ndarray) -> None:
+        """A rank whose median work time over the last checks is `straggler_ratio` times the
+        other ranks' (medians: one slow step from the OS scheduler is not a straggler)."""
+        self.checks += 1
+        if self.checks <= WARMUP_CHECKS:
+            return  # first steps: allocations and first calls make any rank look slow
+        self.history.append(work)
+        if len(self.history) < STRAGGLER_CHECKS:
+            return
+        medians = np.median(np.stack(list(self.history)), axis=0)
+        ratio = self.ctx.config.straggler_ratio
+        for r in range(self.world):
+            others = float(np.median(np.delete(medians, r)))
+            if others > 0 and medians[r] > ratio * others:
+                self.ctx.alert(
+                    "dist.straggler", "warning",
+                    f"rank {r} spends {medians[r] * 1e3:.1f} ms per step on its own work (data + "
+                    f"forward) against {others * 1e3:.1f} ms on the other ranks "
+                    f"({medians[r] / others:.1f}x, medians of the last {len(self.history)} "
+                    f"checks up to step {number}): every rank waits for it",
+                    step=number, evidence={"rank": r,
+                                           "work_ms": [round(w * 1e3, 2) for w in medians],
+                                           "ratio": round(float(medians[r] / others), 2)},
+                    subject=str(r))
+
+    def on_post_step(self, step: Step) -> None:
+        self.mark = time.perf_counter()
+
+
+def _odd_ranks(table: np.ndarray) -> list[int]:
+    """Ranks whose row differs from the majority row; [] when there is no strict majority."""
+    rows = [tuple(r) for r in table.tolist()]
+    counts: dict[tuple[int, ...], int] = {}
+    for r in rows:
+        counts[r] = counts.get(r, 0) + 1
+    common, votes = max(counts.items(), key=lambda kv: kv[1])
+    if votes * 2 <= len(rows):
+        return []
+    return [i for i, r in enumerate(rows) if r != common]

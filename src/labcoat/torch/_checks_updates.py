@@ -1,0 +1,490 @@
+"""Update integrity: does every optimizer step update what it should, with the intended lr?
+
+Rules (family ``updates``). The ``update.*`` rules and ``trainable.unfrozen``
+are judged at check steps (every ``check_every`` steps), the others at every step:
+
+    update.skipped            error     optimizer.step() ran with gradients but changed nothing
+    update.param_unchanged    error     a parameter with a gradient was not touched by the step
+    update.lost               error     touched at lr > 0, yet its value did not move (3 checks)
+    update.outside_step       warning   weights changed in place between optimizer steps
+    update.corrupted          critical  weights changed between steps with no write at all
+    update.norm_jump          error     a weight's norm changed between two check steps far
+                                        beyond its own history of changes (robust z >
+                                        spike_z, and at least 2x): rescaled, overwritten
+    optimizer.missing_param   error     a parameter gets gradients but is in no param group
+    optimizer.step_counter    error     optimizer state reset, or its step counter off
+    trainable.frozen          error     a trainable (or declared trainable) parameter is frozen
+    trainable.unfrozen        error     a declared-frozen parameter changed
+    grad.not_reset            error     gradients carried over from the previous step
+                                        (optimizer.zero_grad() missing)
+    grad.accumulation         error     backward passes per optimizer step differ from the
+                                        declared (or first-seen) count: a skipped step,
+                                        broken accumulation (steps a ``grad_scaler`` skipped
+                                        for inf gradients are expected)
+    lr.mismatch               error     the applied lr differs from the scheduler/lr_schedule
+    lr.scheduler_stalled      error     the scheduler stopped advancing with the optimizer
+
+How "changed" is judged, cheaply: a tensor's version counter (bumped by any
+in-place write through autograd-visible tensors, including the optimizer's
+kernels) says whether it was *touched*; its L2 norm says whether its *value*
+moved. Both are measured around check steps N: after step N-1, and before
+and after step N. A parameter without gradient at a step (an unused
+embedding, a skipped expert) is not expected to move under optimizers that
+skip ``grad is None``; one with a gradient must be touched. Writes through
+``.data`` and hardware faults move values without touching versions, which
+is what ``update.corrupted`` looks for; an exact integer checksum of every
+parameter every ``state_every`` steps catches the low-order bit flips a norm
+cannot see. A weight changed between two steps is seen when the change
+happens just before a check step (with ``check_every=1``: always).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from labcoat.torch._alerts import GuardError
+from labcoat.torch._context import Check, Context, Step
+from labcoat.torch._measure import Transfer, checksums
+from labcoat.torch._robust import MAD_TO_SIGMA
+
+LEARN_STEPS = 3  # steps that fix learned cadences (backward passes per step, scheduler steps)
+NORM_RTOL = 1e-6  # norms closer than this are "unchanged" (rounding of a re-run reduction)
+JUMP_CHECKS = 20  # check intervals of |log norm ratio| kept per parameter (update.norm_jump)
+JUMP_FLOOR = 0.1  # floor of the robust scale of those ratios, in log units (10%)
+JUMP_MIN = math.log(2)  # and a jump is at least a factor 2, whatever the history
+LOST_CHECKS = 3  # check steps running with bit-equal norms before update.lost
+
+
+class Updates(Check):
+    """Per-step update integrity, optimizer membership, trainability, gradient reset and lr."""
+
+    family = "updates"
+    rules = {
+        "update.skipped": "optimizer.step() that changes nothing: an optimizer over the wrong "
+                          "parameters, a broken custom optimizer",
+        "update.param_unchanged": "a parameter with a gradient left alone by the step: dropped "
+                                  "from the optimizer, a stale param group",
+        "update.lost": "updates below the dtype's resolution (bf16 weights with a small lr), "
+                       "a zero effective lr",
+        "update.outside_step": "weights written between steps (manual clipping, a stray "
+                               "in-place op, weights reloaded mid-run)",
+        "update.corrupted": "weights that change without any write: silent data corruption "
+                            "(a flipped bit) or a write through .data",
+        "update.norm_jump": "a weight whose norm jumped between check steps far beyond its own "
+                            "history: weights rescaled, overwritten or reloaded, a blown-up update",
+        "optimizer.missing_param": "a parameter that gets gradients but is in no param group "
+                                   "(module added after the optimizer was built)",
+        "optimizer.step_counter": "optimizer state reset or not advancing (Adam bias "
+                                  "correction restarts: a silent lr spike)",
+        "trainable.frozen": "a layer frozen by mistake (requires_grad turned off)",
+        "trainable.unfrozen": "a layer declared frozen that is being trained",
+        "grad.not_reset": "missing optimizer.zero_grad(): gradients accumulate across steps",
+        "grad.accumulation": "a changed number of backward passes per optimizer step: skipped "
+                             "optimizer steps, a wrong accumulation condition",
+        "lr.mismatch": "the lr applied differs from the schedule: a scheduler ignored or "
+                       "overwritten",
+        "lr.scheduler_stalled": "scheduler.step() no longer called each step: lr stuck",
+    }
+
+    periodic = frozenset({"queue_pre", "queue_post", "on_post_step"})
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        cfg, params = ctx.config, ctx.params
+        self.declared_trainable = params.matching(cfg.trainable, "trainable")
+        self.declared_frozen = params.matching(cfg.frozen, "frozen")
+        both = self.declared_trainable & self.declared_frozen
+        if both.any():
+            raise GuardError(f"parameters {params.describe(both)} match both a trainable and a "
+                             "frozen pattern; make the patterns disjoint")
+        self.initially_trainable = np.array([t.requires_grad for t in params.tensors])
+        self.last_rg: list[bool] | None = None
+        self.prev: Step | None = None  # the previous step
+        self.prev_stuck: np.ndarray | None = None  # check steps running each param was stuck
+        self.reported: dict[str, set[str]] = {}
+        self.backwards_seen: list[int] = []
+        self.lr_ratios: list[float] | None = None
+        self.sched_epochs: list[int] = []
+        self.counter: tuple[int, float, int] | None = None  # (param, step count, after step)
+        self.state_size = 0
+        self.scale: float | None = None  # the grad scaler's scale at the previous step
+        self.checksum_prev: np.ndarray | None = None
+        self.jump_norms: np.ndarray | None = None  # parameter norms at the last check step
+        self.jump_step = 0  # ... and its number
+        self.jumps: collections.deque[np.ndarray] = collections.deque(maxlen=JUMP_CHECKS)
+        self.jump_min_history = max(5, ctx.config.min_history // 2)
+        self._index()
+
+    def _index(self) -> None:
+        """Index lists for the per-step loops (recomputed when the optimizer's groups change)."""
+        params = self.ctx.params
+        free = params.judged & ~self.declared_frozen
+        self.watched = np.flatnonzero(free & params.in_optimizer).tolist()
+        self.outside = np.flatnonzero(params.judged & ~params.in_optimizer).tolist()
+        self.frozen = np.flatnonzero(self.declared_frozen).tolist()
+        self.in_opt = np.flatnonzero(params.in_optimizer).tolist()
+
+    # --- before the update -----------------------------------------------------------------------
+
+    def queue_pre(self, step: Step, xfer: Transfer) -> None:
+        if self.checksum_prev is not None:
+            xfer.add("updates.checksum", checksums(self.ctx.params.tensors))
+
+    def on_pre_step(self, step: Step) -> None:
+        if self.ctx.table_changed:
+            self._grow(len(self.ctx.params))
+        if self.ctx.params.shape_changed:
+            self._index()
+        self._between_steps(step)
+        grads = step.grads
+        missing = [i for i in self.outside if grads[i] is not None]
+        if missing:
+            self._once("optimizer.missing_param", "error", missing, step.number,
+                       lambda names: f"{names} get gradients but are in no param group of the "
+                                     "optimizer, so they never learn (module added after the "
+                                     "optimizer was built? a filter dropped them?)")
+        if step.requires_grad != self.last_rg:
+            self._trainability(step)
+            self.last_rg = step.requires_grad
+        self._reset_and_accumulation(step)
+        self._learning_rate(step)
+        self._optimizer_state(step)
+
+    def _between_steps(self, step: Step) -> None:
+        prev, params = self.prev, self.ctx.params
+        exact = step.values.get("updates.checksum")
+        expected, self.checksum_prev = self.checksum_prev, None
+        if prev is None or prev.number != step.number - 1 or not prev.versions_post:
+            return
+        if (step.norms_pre is None or prev.norms_post is None) and exact is None:
+            return  # nothing measured at this step (not a check step)
+        moved = np.zeros(len(params), dtype=bool)
+        if step.norms_pre is not None and prev.norms_post is not None:
+            moved |= ~_close(step.norms_pre, prev.norms_post)
+        if exact is not None and expected is not None:
+            moved |= exact != expected
+        moved &= params.judged
+        if not moved.any():
+            return
+        written = np.fromiter(map(operator.ne, step.versions_pre, prev.versions_post), bool,
+                              len(params))
+        evidence = (self._diff(moved, prev.norms_post, step.norms_pre)
+                    if prev.norms_post is not None and step.norms_pre is not None
+                    else {"params": params.listed(moved)})
+        silent = moved & ~written
+        if silent.any():
+            self.ctx.alert(
+                "update.corrupted", "critical",
+                f"{params.describe(silent)} changed between optimizer steps {step.number - 1} and "
+                f"{step.number} without any tracked write: silent data corruption (a flipped "
+                "bit in memory) or code writing through .data",
+                step=step.number, evidence=evidence)
+        outside = moved & written
+        if outside.any():
+            self.ctx.alert(
+                "update.outside_step", "warning",
+                f"{params.describe(outside)} changed in place between optimizer steps "
+                f"{step.number - 1} and {step.number}, outside optimizer.step() (manual weight "
+                "clipping, a stray in-place op, weights reloaded?)",
+                step=step.number, evidence=evidence)
+
+    def _diff(self, mask: np.ndarray, before: np.ndarray, after: np.ndarray) -> dict[str, Any]:
+        idx = np.flatnonzero(mask)[:10]
+        return {"params": [self.ctx.params.names[i] for i in idx],
+                "norm_before": before[idx].tolist(), "norm_after": after[idx].tolist()}
+
+    def _trainability(self, step: Step) -> None:
+        params = self.ctx.params
+        rg = np.array(step.requires_grad)
+        froze = (params.judged & self.initially_trainable & ~rg & params.in_optimizer
+                 & ~self.declared_frozen)
+        if froze.any():
+            self._once("trainable.frozen", "error", froze, step.number,
+                       lambda names: f"{names} stopped requiring grad by step {step.number} "
+                                     "although they are in the optimizer and were trainable: a "
+                                     "layer frozen by mistake (declare frozen=[...] if intended)")
+        declared = self.declared_trainable & ~(rg & params.in_optimizer)
+        if declared.any():
+            self._once("trainable.frozen", "error", declared, step.number,
+                       lambda names: f"{names} are declared trainable but are frozen or not in "
+                                     "the optimizer")
+
+    def _reset_and_accumulation(self, step: Step) -> None:
+        cfg = self.ctx.config
+        if not step.reset:  # no sentinel saw a backward this step: nothing to judge
+            return
+        kept = [name for name, reset in step.reset if not reset]
+        if kept and self.ctx.steps_seen:
+            self.ctx.alert(
+                "grad.not_reset", "error",
+                f"gradients were not reset between optimizer steps {step.number - 1} and "
+                f"{step.number} ({', '.join(kept)} still held the previous step's gradient when "
+                "backward added to it): optimizer.zero_grad() missing, so gradients accumulate "
+                "across steps",
+                step=step.number, evidence={"sentinels": kept})
+        count = step.backwards
+        if cfg.grad_scaler is not None and cfg.grad_scaler.is_enabled():
+            scale, previous = cfg.grad_scaler.get_scale(), self.scale
+            self.scale = scale
+            if previous is not None and scale < previous:
+                return  # the scaler skipped steps with inf gradients (and lowered its scale)
+        expected = cfg.accumulation_steps
+        if expected is None:
+            if len(self.backwards_seen) < LEARN_STEPS:
+                self.backwards_seen.append(count)
+                return
+            if len(set(self.backwards_seen)) != 1:
+                return  # no fixed cadence to hold the run to
+            expected = self.backwards_seen[0]
+        if count != expected:
+            source = ("declared accumulation_steps" if cfg.accumulation_steps is not None
+                      else f"the first {LEARN_STEPS} steps")
+            self.ctx.alert(
+                "grad.accumulation", "error",
+                f"{count} backward passes went into optimizer step {step.number}, but "
+                f"{expected} per step is expected ({source}): an optimizer step was skipped or "
+                "the accumulation condition is wrong (set accumulation_steps if intended; pass "
+                "grad_scaler= if a GradScaler skips steps)",
+                step=step.number, evidence={"backwards": count, "expected": expected})
+
+    def _learning_rate(self, step: Step) -> None:
+        cfg = self.ctx.config
+        lrs = step.lrs
+        if cfg.scheduler is not None:
+            expected = [float(v) for v in cfg.scheduler.get_last_lr()]
+            self._stalled_scheduler(step)
+        elif cfg.lr_schedule is not None:
+            target = float(cfg.lr_schedule(step.number))
+            if self.lr_ratios is None:
+                if target == 0:
+                    expected = [0.0] * len(lrs)
+                else:  # per-group multipliers, fixed at the first step with a non-zero lr
+                    self.lr_ratios = [lr / target for lr in lrs]
+                    return
+            else:
+                expected = [r * target for r in self.lr_ratios]
+        else:
+            return
+        for g, (lr, want) in enumerate(zip(lrs, expected, strict=False)):
+            if abs(lr - want) > 1e-6 * max(abs(lr), abs(want), 1e-30):
+                self.ctx.alert(
+                    "lr.mismatch", "error",
+                    f"param group {g} runs optimizer step {step.number} at lr {lr:.6g}, but the "
+                    f"schedule says {want:.6g}: the scheduler is ignored or overwritten",
+                    step=step.number, evidence={"group": g, "lr": lr, "expected": want})
+                return
+
+    def _stalled_scheduler(self, step: Step) -> None:
+        epoch = getattr(self.ctx.config.scheduler, "last_epoch", None)
+        if not isinstance(epoch, int):
+            return
+        seen = self.sched_epochs
+        seen.append(epoch)
+        if len(seen) <= LEARN_STEPS:
+            return
+        learned = [b - a for a, b in zip(seen[:LEARN_STEPS], seen[1:LEARN_STEPS + 1],
+                                         strict=True)]
+        if all(d == 1 for d in learned) and seen[-1] == seen[-2]:
+            self.ctx.alert(
+                "lr.scheduler_stalled", "error",
+                f"the LR scheduler advanced once per optimizer step for the first {LEARN_STEPS} "
+                f"steps but not before step {step.number} (last_epoch stays {epoch}): "
+                "scheduler.step() is no longer called, so the lr is stuck",
+                step=step.number, evidence={"last_epoch": epoch})
+        del seen[LEARN_STEPS + 1: -1]  # keep the learned prefix and the latest value
+
+    def _optimizer_state(self, step: Step) -> None:
+        """State wiped between steps, or a step counter that moved on its own."""
+        optimizer = self.ctx.optimizer
+        size = len(optimizer.state)
+        if size < self.state_size:
+            self.ctx.alert(
+                "optimizer.step_counter", "error",
+                f"the optimizer state shrank from {self.state_size} to {size} parameters between "
+                f"steps {step.number - 1} and {step.number}: it was reset or replaced (Adam's "
+                "moments and bias correction restart: a silent lr spike)",
+                step=step.number, evidence={"before": self.state_size, "after": size})
+        self.state_size = size
+        if self.counter is not None and self.counter[2] == step.number - 1:
+            i, after, _ = self.counter
+            now = _step_counter(optimizer, self.ctx.params.tensors[i])
+            if now is not None and now != after:
+                self._counter_alert(step.number, i, after, now, "between steps")
+
+    def _counter_alert(self, number: int, i: int, before: float, after: float,
+                       when: str) -> None:
+        name = self.ctx.params.names[i]
+        self.ctx.alert(
+            "optimizer.step_counter", "error",
+            f"the optimizer's step counter of {name} went from {before:g} to {after:g} "
+            f"{when} (step {number}): the optimizer state was reset, replaced or stepped "
+            "elsewhere",
+            step=number, evidence={"param": name, "before": before, "after": after})
+
+    # --- after the update -----------------------------------------------------------------------
+
+    def queue_post(self, step: Step, xfer: Transfer) -> None:
+        if (step.number + 1) % self.ctx.config.state_every == 0:
+            xfer.add("updates.checksum_post", checksums(self.ctx.params.tensors))
+
+    def on_post_step(self, step: Step) -> None:
+        self._counter_after(step)
+        self.checksum_prev = step.values.get("updates.checksum_post")
+        self.prev = step
+        if step.check:
+            self._check_updates(step)
+
+    def _check_updates(self, step: Step) -> None:
+        """Check step: was every parameter with a gradient updated, and did values move?"""
+        grads, pre, post = step.grads, step.versions_pre, step.versions_post
+        untouched = [i for i in self.watched if grads[i] is not None and pre[i] == post[i]]
+        if untouched:
+            if not any(pre[i] != post[i] for i in self.in_opt):
+                self.ctx.alert(
+                    "update.skipped", "error",
+                    f"optimizer step {step.number} changed no parameter although "
+                    f"{sum(grads[i] is not None for i in self.watched)} had gradients",
+                    step=step.number, evidence={"untouched": len(untouched)})
+            else:
+                self._once("update.param_unchanged", "error", untouched, step.number,
+                           lambda names: f"{names} had gradients but optimizer step "
+                                         f"{step.number} did not update them (dropped from "
+                                         "the optimizer's param groups?)")
+        frozen_moved = [i for i in self.frozen if pre[i] != post[i]]
+        self._norm_jumps(step)
+        self._check_values(step, frozen_moved)
+        if frozen_moved:
+            self._once("trainable.unfrozen", "error", frozen_moved, step.number,
+                       lambda names: f"{names} are declared frozen but changed at step "
+                                     f"{step.number}")
+
+    def _norm_jumps(self, step: Step) -> None:
+        """Check step: each parameter's |log| norm ratio since the last check step, judged
+        against its own history (median and MAD, as in `_robust`): optimizers move norms
+        smoothly, so a jump is a write from elsewhere (weights rescaled, reloaded, overwritten)
+        or one blown-up update, whenever between two check steps it happened."""
+        norms, last, since = step.norms_pre, self.jump_norms, self.jump_step
+        self.jump_norms, self.jump_step = norms, step.number
+        if norms is None or last is None or len(last) != len(norms):
+            self.jumps.clear()
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.abs(np.log(norms / last))
+        ratio[~np.isfinite(ratio)] = 0.0  # zero or NaN norms are other rules' business
+        if len(self.jumps) >= self.jump_min_history:
+            history = np.stack(self.jumps)
+            median = np.median(history, axis=0)
+            scale = np.maximum(MAD_TO_SIGMA * np.median(np.abs(history - median), axis=0),
+                               JUMP_FLOOR)
+            jumped = (self.ctx.params.judged & (ratio > JUMP_MIN)
+                      & (ratio - median > self.ctx.config.spike_z * scale))
+            if jumped.any():
+                idx = np.flatnonzero(jumped)
+                factors = np.exp(ratio[idx])
+                self._once("update.norm_jump", "error", jumped, step.number,
+                           lambda names: f"the norm of {names} changed {factors.max():.3g}x "
+                                         f"between check steps {since} and {step.number}, "
+                                         "against a usual "
+                                         f"{np.exp(median[idx]).max():.3g}x: weights rescaled, "
+                                         "overwritten or reloaded, or a blown-up update")
+                ratio = np.where(jumped, median, ratio)  # a jump must not become the norm
+        self.jumps.append(ratio)
+
+    def _check_values(self, step: Step, frozen_moved: list[int]) -> None:
+        """Check step: did the values move as the version counters say?"""
+        assert step.trained is not None and step.norms_pre is not None
+        assert step.norms_post is not None and step.has_grad is not None
+        params = self.ctx.params
+        moved = ~_close(step.norms_post, step.norms_pre)
+        step.updated = step.trained & moved
+        frozen_moved.extend(i for i in self.frozen if moved[i] and i not in frozen_moved)
+        lrs = np.array([*step.lrs, 0.0])  # group -1 (not in the optimizer) reads the 0.0
+        # "did not move" is bit-equal norms: identical values give identical norms (same
+        # kernel, same data), while a small update with mixed signs can move a norm by less
+        # than NORM_RTOL (a LayerNorm weight late in a cosine schedule did, in a clean run)
+        stuck = (params.judged & ~self.declared_frozen & params.in_optimizer & step.has_grad
+                 & step.trained & (step.norms_post == step.norms_pre)
+                 & np.isfinite(step.norms_post) & (lrs[params.group] > 0))
+        previous = self.prev_stuck
+        if previous is None or len(previous) != len(stuck):
+            previous = np.zeros(len(stuck), dtype=int)
+        self.prev_stuck = running = np.where(stuck, previous + 1, 0)
+        lost = running >= LOST_CHECKS
+        if lost.any():
+            self._once("update.lost", "error", lost, step.number,
+                       lambda names: f"{names} were updated at lr > 0 with non-zero gradients "
+                                     f"but their values did not move, at {LOST_CHECKS} checks "
+                                     "running: "
+                                     "updates below the dtype's resolution (low-precision "
+                                     "weights, tiny lr, weights grown huge)")
+
+    def _counter_after(self, step: Step) -> None:
+        """Near check steps: one parameter's step counter must grow by one per step."""
+        optimizer = self.ctx.optimizer
+        grads = step.grads
+        if self.counter is not None and self.counter[2] == step.number - 1:
+            i, before, _ = self.counter
+            now = _step_counter(optimizer, self.ctx.params.tensors[i])
+            if now is not None and grads[i] is not None and now != before + 1:
+                self._counter_alert(step.number, i, before, now, "in one optimizer step")
+            if now is not None:
+                self.counter = (i, now, step.number)
+                return
+        for i in self.watched:
+            if grads[i] is not None:
+                now = _step_counter(optimizer, self.ctx.params.tensors[i])
+                self.counter = None if now is None else (i, now, step.number)
+                return
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _once(self, rule: str, severity: str, which: np.ndarray | list[int], number: int,
+              message: Callable[[str], str]) -> None:
+        """One alert naming the parameters in `which` (mask or indices) not yet reported."""
+        idx = np.flatnonzero(which) if isinstance(which, np.ndarray) else which
+        names = [self.ctx.params.names[i] for i in idx]
+        seen = self.reported.setdefault(rule, set())
+        new = [n for n in names if n not in seen]
+        if not new:
+            return
+        seen.update(new)
+        listed = ", ".join(new[:5]) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+        self.ctx.alert(rule, severity, message(listed), step=number,
+                       evidence={"params": new[:20], "count": len(new)}, subject=new[0])
+
+    def _grow(self, n: int) -> None:
+        """The parameter table grew (parameters added to the optimizer mid-run)."""
+        extra = n - len(self.initially_trainable)
+        if extra <= 0:
+            return
+        tensors = self.ctx.params.tensors
+        self.initially_trainable = np.append(self.initially_trainable,
+                                             [t.requires_grad for t in tensors[-extra:]])
+        for name in ("declared_trainable", "declared_frozen"):
+            setattr(self, name, np.append(getattr(self, name), np.zeros(extra, dtype=bool)))
+        self.prev = None
+        self.prev_stuck = None
+        self.last_rg = None
+        self.checksum_prev = None
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: equal up to NORM_RTOL; NaN equals NaN (a NaN is another rule's business)."""
+    with np.errstate(invalid="ignore"):
+        return (np.abs(a - b) <= NORM_RTOL * np.maximum(np.abs(a), np.abs(b))) | (
+            np.isnan(a) & np.isnan(b))
+
+
+def _step_counter(optimizer: torch.optim.Optimizer, p: torch.Tensor) -> float | None:
+    state = optimizer.state.get(p)
+    if not state or "step" not in state:
+        return None
+    value = state["step"]
+    return float(value) if isinstance(value, torch.Tensor) else float(value)

@@ -1,0 +1,537 @@
+"""`watch` and `Guard`: catch silent training bugs within a step or two, explain what broke.
+
+    from labcoat.torch import watch
+
+    guard = watch(model, optimizer, run=run)        # hooks; the loop stays as it is
+    for step in ...:
+        loss = loss_fn(model(inputs), labels)
+        optimizer.zero_grad(); loss.backward(); optimizer.step()
+        guard.record(loss=loss.item(), batch=(inputs, labels))  # optional: loss, labels
+    guard.close()                                   # logs the learned profile
+    guard.alerts                                    # [Alert(step, rule, severity, ...)]
+
+How it watches: optimizer step pre/post hooks (gradients and parameters
+before and after each update), a forward pre-hook on the model (training vs
+evaluation context, module modes, the input batch), forward pre-hooks on
+``nn.Embedding`` modules (token ids), and a gradient hook on one "sentinel"
+parameter (were gradients reset since the last step, how many backward
+passes per step).
+
+What it costs: every step runs the checks that need every step (the total
+gradient norm from one fused ``torch._foreach_norm``, NaN/Inf, loss spikes,
+gradient reset and accumulation, lr, modes, frozen layers) in plain Python
+with no host synchronization beyond one scalar. *Check steps*, every
+``check_every`` steps (and the step before each), add per-parameter norms,
+version counters and the data checks; the causality probe and the optimizer
+state scan run every ``causal_every``/``state_every`` steps. Inside a
+training step the guard's code runs with cold caches (the step evicted
+them), where each Python line costs microseconds and a first NumPy call tens
+of microseconds; hence plain Python on the per-step path. The benchmark
+(``benchmarks/guard.py``) measures the overhead and the detection latency
+of the defaults; ``check_every=1`` checks everything at every step.
+
+A training forward is one with grad mode on, outside inference mode and
+outside ``with guard.evaluating():``; anything else is evaluation.
+``guard.record`` belongs to the step in progress if the model has run a
+training forward since the last ``optimizer.step()``, else to the step just
+taken, so call it after the forward (before or after ``optimizer.step()``).
+
+Checks (rules and the bugs they catch are in each module's doc):
+``_checks_numerics`` (NaN/Inf, loss spikes, gradient-norm explosion),
+``_checks_updates`` (frozen layers, missing zero_grad, lr, optimizer state),
+``_checks_modes`` (dropout/batch-norm mode), ``_checks_data`` (repeated
+batches, token ids, labels, eval leakage), ``_checks_model`` (causality probe,
+recomputation for silent data corruption), ``_checks_distributed`` (replica
+drift, gradient sync, stragglers) and ``_invariants`` (relations learned from
+clean reference runs).
+
+Journal events (through ``run.event`` when a run is given; else Python logging):
+    guard.started  info      checks, disabled, stop_on, reference_profiles
+    guard.alert    warning | error | critical
+                             rule, severity, evidence (one per rule and subject per run)
+    guard.stopped  critical  rule, alert_step (then GuardStop is raised)
+    guard.profile  info      profile (see `_invariants`), alerts, repeats, overhead_s
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import operator
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from labcoat.sdk import Run
+from labcoat.torch._alerts import SEVERITIES, Alert, GuardError, GuardStop, at_least
+from labcoat.torch._checks_data import Data
+from labcoat.torch._checks_distributed import Distributed
+from labcoat.torch._checks_model import Causality, Recompute
+from labcoat.torch._checks_modes import Modes
+from labcoat.torch._checks_numerics import Numerics
+from labcoat.torch._checks_updates import Updates
+from labcoat.torch._context import Check, Context, Forward, ParamTable, Record, Step, overrides
+from labcoat.torch._guard_config import GuardConfig
+from labcoat.torch._invariants import Invariants
+from labcoat.torch._measure import Transfer
+
+CHECKS: tuple[type[Check], ...] = (Numerics, Updates, Modes, Data, Causality, Recompute,
+                                   Distributed, Invariants)
+SENTINELS = 1  # parameters whose gradient hooks tell whether grads were reset between steps
+
+_log = logging.getLogger("labcoat.torch.guard")
+_LOG_LEVELS = {"warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL}
+
+
+def guard_rules() -> dict[str, str]:
+    """Every rule name -> the bug class it catches (what ``disable=`` accepts, with families)."""
+    return {rule: text for cls in CHECKS for rule, text in cls.rules.items()}
+
+
+def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *, run: Run | None = None,
+          config: GuardConfig | None = None, **options: Any) -> Guard:
+    """Watch a training loop for silent bugs; returns the `Guard` (see the module doc).
+
+    model: the module the loop calls (its forward and modules are hooked).
+    optimizer: the optimizer whose ``step()`` marks one training step.
+    run: where alerts go (``guard.alert`` events); None: Python logging only.
+    config / options: a `GuardConfig`, or its fields as keywords
+    (``watch(model, opt, stop_on="critical", lr_schedule=sched)``).
+    """
+    if config is not None and options:
+        raise GuardError("give a GuardConfig or keyword options, not both")
+    if config is None:
+        fields = GuardConfig.__dataclass_fields__
+        unknown = sorted(set(options) - set(fields))
+        if unknown:
+            raise GuardError(f"unknown guard option(s) {', '.join(unknown)}; choose from "
+                             f"{', '.join(sorted(fields))}")
+        config = GuardConfig(**options)
+    return Guard(model, optimizer, config=config, run=run)
+
+
+class Guard:
+    """Hooks on one model and optimizer, the checks they feed, and the alerts they raised.
+
+    Thread-safe alerting: hooks may run on autograd threads. ``alerts`` is
+    appended to in order; `GuardStop` is raised from the hook (or ``record``)
+    that produced an alert at or above ``stop_on``.
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
+                 config: GuardConfig, run: Run | None = None) -> None:
+        if not isinstance(model, nn.Module):
+            raise GuardError(f"watch() needs an nn.Module, got {type(model).__name__}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise GuardError(f"watch() needs a torch.optim.Optimizer, got "
+                             f"{type(optimizer).__name__}")
+        self.config = config
+        self.model = model
+        self.optimizer = optimizer
+        self.run = run
+        self.alerts: list[Alert] = []
+        self.step = config.start_step  # optimizer steps completed
+        self.seconds = 0.0  # time spent inside the guard (hooks, record)
+        self._disabled = _check_disable(config.disable)
+        self._enabled_cache: dict[str, bool] = {}
+        self._seen: set[tuple[str, str | None]] = set()
+        self._repeats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._stop: Alert | None = None
+        self._stopped = False
+        self._closed = False
+        self.params = ParamTable(model, optimizer, config.ignore)
+        self._ctx = Context(config, model, optimizer, self.params, self._emit, self.enabled)
+        self._forwards: list[Forward] = []
+        self._current: Step | None = None
+        self._spare = Transfer()  # reused by the post-step hook (resolve() empties it)
+        self._checks = []
+        for cls in CHECKS:
+            check = cls(self._ctx)
+            if check.active():
+                self._checks.append(check)
+            else:
+                check.close()  # release any hook it registered
+        by_name = {type(c).__name__: c for c in self._checks}
+        self._data: Data | None = by_name.get("Data")  # type: ignore[assignment]
+        self._invariants: Invariants | None = by_name.get("Invariants")  # type: ignore[assignment]
+        names = ("on_forward", "queue_pre", "on_pre_step", "queue_post", "on_post_step",
+                 "on_record")
+        self._near = {name: [getattr(c, name) for c in self._checks if overrides(c, name)]
+                      for name in names}  # callbacks at check steps and the steps before
+        self._far = {name: [getattr(c, name) for c in self._checks
+                            if overrides(c, name) and name not in c.periodic]
+                     for name in names}  # callbacks at the other steps
+        self._handles: list[Any] = [
+            optimizer.register_step_pre_hook(self._pre_step),
+            optimizer.register_step_post_hook(self._post_step),
+            model.register_forward_pre_hook(self._forward_pre, with_kwargs=True),
+        ]
+        self._sentinels = self._pick_sentinels()
+        self._sentinel_names = [self.params.names[self.params.index[id(p)]]
+                                for p in self._sentinels]
+        self._sentinel_calls = [0] * len(self._sentinels)
+        self._sentinel_reset: list[bool | None] = [None] * len(self._sentinels)
+        self._grad_refs: list[tuple[Any, int] | None] = [None] * len(self._sentinels)
+        for i, p in enumerate(self._sentinels):
+            self._handles.append(p.register_hook(functools.partial(self._on_grad, i)))
+        self._event("guard.started", f"guard watching {len(self.params)} parameters with "
+                    f"{len(self._checks)} check families", level="info", step=self.step,
+                    checks=[type(c).__name__.lower() for c in self._checks],
+                    disabled=sorted(self._disabled), stop_on=config.stop_on,
+                    reference_profiles=self._invariants.references if self._invariants else 0)
+
+    # --- public API ------------------------------------------------------------------------------
+
+    def record(self, loss: Any = None, batch: Any = None) -> None:
+        """Give the guard this step's loss (number or 0-d tensor) and/or batch.
+
+        batch: a tensor, a tuple/list ``(inputs, labels, ...)`` or a dict with
+        ``input_ids``/``labels``; enables the label checks (and recompute).
+        """
+        started = time.perf_counter()
+        number = self.step + 1 if self._forwards else self.step
+        value = None
+        if loss is not None:
+            value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
+        elif not self._wants_batch(number):  # fast path: nobody reads this step's batch
+            self.seconds += time.perf_counter() - started
+            return
+        rec = Record(step=number, loss=value, batch=batch)
+        for call in self._calls(number)["on_record"]:
+            call(rec)
+        self.seconds += time.perf_counter() - started
+        self._raise_if_stopped()
+
+    def _calls(self, number: int) -> dict[str, list[Any]]:
+        return self._near if self._ctx.is_near_check(number) else self._far
+
+    def _wants_batch(self, number: int) -> bool:
+        every = self.config.recompute_every
+        return self._ctx.is_check_step(number) or bool(every and number % every == 0)
+
+    @contextlib.contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Mark model calls inside as evaluation, whatever the grad mode."""
+        self._ctx.evaluating += 1
+        try:
+            yield
+        finally:
+            self._ctx.evaluating -= 1
+
+    def register_eval_items(self, items: Any = None, *, hashes: Any = None) -> int:
+        """Declare held-out items; a training row equal to one raises ``data.eval_leak``.
+
+        items: a (N, ...) tensor (rows padded with ``pad_id``) or a sequence of
+        tensors / int sequences, laid out as rows of the model's input would be;
+        hashes: ints from ``labcoat.torch.item_hashes`` instead. Returns the count.
+        """
+        if self._data is None:
+            raise GuardError("the data checks are disabled; enable them to register eval items")
+        return self._data.register_eval_items(items, hashes)
+
+    def enabled(self, rule: str) -> bool:
+        """Whether `rule` is on (not disabled by name, family or prefix)."""
+        cached = self._enabled_cache.get(rule)
+        if cached is None:
+            family = _family_of(rule)
+            cached = not ({rule, family, rule.split(".")[0]} & self._disabled)
+            self._enabled_cache[rule] = cached
+        return cached
+
+    @property
+    def learns(self) -> bool:
+        """Whether this guard builds a profile (the invariant family is on and learn=True)."""
+        return self._invariants is not None and self.config.learn
+
+    @property
+    def steps_seen(self) -> int:
+        """Optimizer steps this guard has watched."""
+        return self._ctx.steps_seen
+
+    def profile(self) -> dict[str, Any]:
+        """What this run looked like (JSON-ready); give it to ``watch(reference=[...])``."""
+        if self._invariants is None:
+            raise GuardError("the invariant family is disabled; nothing was learned")
+        return self._invariants.build_profile()
+
+    def close(self) -> None:
+        """Remove the hooks and log the learned profile (``guard.profile``). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for handle in self._handles:
+            handle.remove()
+        for check in self._checks:
+            check.close()
+        data: dict[str, Any] = {"alerts": len(self.alerts), "repeats": dict(self._repeats),
+                                "overhead_s": round(self.seconds, 4)}
+        if self._invariants is not None and self.config.learn and self._ctx.steps_seen:
+            data["profile"] = self._invariants.build_profile()
+        self._event("guard.profile", f"guard closed after step {self.step}: "
+                    f"{len(self.alerts)} alert(s)", level="info", step=self.step, **data)
+
+    def __enter__(self) -> Guard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- hooks -----------------------------------------------------------------------------------
+
+    def _forward_pre(self, module: nn.Module, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> None:
+        if self._ctx.internal:
+            return None
+        started = time.perf_counter()
+        training = self._ctx.training_now()
+        inputs = _first_tensor(args, kwargs)
+        if training:
+            fwd = Forward(step=self.step + 1, training=True, inputs=inputs, args=args,
+                          kwargs=kwargs, index=len(self._forwards))
+            self._forwards.append(fwd)
+        else:
+            fwd = Forward(step=self.step, training=False, inputs=inputs, args=(), kwargs={})
+        for call in self._calls(fwd.step)["on_forward"]:
+            call(fwd)
+        self.seconds += time.perf_counter() - started
+        self._raise_if_stopped()
+        return None
+
+    def _on_grad(self, i: int, grad: torch.Tensor) -> None:
+        """Gradient hook of sentinel i: runs before the new gradient is accumulated."""
+        if self._ctx.internal:
+            return None
+        self._sentinel_calls[i] += 1
+        if self._sentinel_calls[i] == 1:  # first backward since the last optimizer step
+            current = self._sentinels[i].grad
+            ref = self._grad_refs[i]
+            kept = (current is not None and ref is not None and ref[0]() is current
+                    and current._version == ref[1])
+            self._sentinel_reset[i] = not kept
+        return None
+
+    def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self._ctx.internal or self._closed:
+            return None
+        started = time.perf_counter()
+        if self._ctx.is_near_check(self.step + 1):  # parameter norms: keep autograd out
+            with torch.no_grad():
+                self._measure_pre(optimizer)
+        else:  # gradients only (they require no grad): skip the context's cost
+            self._measure_pre(optimizer)
+        self.seconds += time.perf_counter() - started
+        self._raise_if_stopped()
+        return None
+
+    def _measure_pre(self, optimizer: torch.optim.Optimizer) -> None:
+        params = self.params
+        before = len(params)
+        if params.sync_optimizer() and len(params) != before:
+            self._ctx.table_changed = True
+        tensors = params.tensors
+        number = self.step + 1
+        check = self.is_check_step(number)
+        grads = [p.grad for p in tensors]
+        step = Step(number, check, self._forwards, max(self._sentinel_calls, default=0), grads)
+        if self._sentinels:
+            step.reset = [(self._sentinel_names[i], r) for i, r in enumerate(self._sentinel_reset)
+                          if r is not None]
+            self._sentinel_calls = [0] * len(self._sentinels)
+            self._sentinel_reset = [None] * len(self._sentinels)
+        self._forwards = []
+        if check:
+            step.versions_pre = [p._version for p in tensors]
+        step.requires_grad = [p.requires_grad for p in tensors]
+        step.lrs = [_number(g.get("lr", math.nan)) for g in optimizer.param_groups]
+        present = [g for g in grads if g is not None]
+        xfer = self._ctx.pending
+        if xfer:
+            self._ctx.pending = Transfer()
+        if check:
+            xfer.add_norms("guard.grad", present)
+            xfer.add_norms("guard.param", tensors)
+        elif present:
+            total = _total_norm(present)
+            if total.device.type == "cpu":
+                step.grad_norm = float(total)  # no NumPy on the per-step path (see _robust)
+            else:
+                xfer.add("guard.grad_total", total)
+        calls = self._calls(number)
+        for call in calls["queue_pre"]:
+            call(step, xfer)
+        values = step.values = xfer.resolve()
+        if check:
+            mask = np.fromiter((g is not None for g in grads), bool, len(grads))
+            grad_norms = np.zeros(len(grads))
+            grad_norms[mask] = values.pop("guard.grad")
+            step.present, step.grad_norms = mask, grad_norms
+            step.has_grad = mask & (grad_norms != 0)
+            step.norms_pre = values.pop("guard.param")
+            judged = grad_norms if params.all_judged else grad_norms[params.judged]
+            step.grad_norm = math.sqrt(float(np.dot(judged, judged)))
+        elif "guard.grad_total" in values:
+            step.grad_norm = float(values.pop("guard.grad_total")[0])
+        self._current = step
+        for call in calls["on_pre_step"]:
+            call(step)
+        self._ctx.table_changed = False
+
+    def is_check_step(self, number: int) -> bool:
+        """Whether step `number` measures per-parameter norms and runs the periodic checks."""
+        return self._ctx.is_check_step(number)
+
+    def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        step = self._current
+        if self._ctx.internal or self._closed or step is None:
+            return None
+        started = time.perf_counter()
+        self._current = None
+        if self._ctx.is_near_check(step.number):
+            with torch.no_grad():
+                self._measure_post(step)
+        else:
+            self._measure_post(step)
+        self.seconds += time.perf_counter() - started
+        self._raise_if_stopped()
+        return None
+
+    def _measure_post(self, step: Step) -> None:
+        tensors = self.params.tensors
+        number = step.number
+        calls = self._calls(number)
+        xfer = self._spare
+        if step.check or self.is_check_step(number + 1):
+            step.versions_post = post = [p._version for p in tensors]
+            xfer.add_norms("guard.param", tensors)
+        for call in calls["queue_post"]:
+            call(step, xfer)
+        if xfer:
+            step.values.update(xfer.resolve())
+            step.norms_post = step.values.pop("guard.param", None)
+        if step.check:
+            step.trained = np.fromiter(map(operator.ne, step.versions_pre, post), bool,
+                                       len(post))
+        self.step = number
+        self._ctx.completed = number
+        self._ctx.steps_seen += 1
+        for i, p in enumerate(self._sentinels):
+            g = p.grad
+            self._grad_refs[i] = None if g is None else (weakref.ref(g), g._version)
+        for call in calls["on_post_step"]:
+            call(step)
+        for fwd in step.forwards:  # keep no batch alive past its step
+            fwd.args, fwd.kwargs, fwd.inputs = (), {}, None
+        step.grads = []
+
+    # --- alerts ----------------------------------------------------------------------------------
+
+    def _emit(self, rule: str, severity: str, message: str, *, step: int,
+              evidence: dict[str, Any], subject: str | None) -> None:
+        if severity not in SEVERITIES:
+            raise ValueError(f"internal: severity {severity!r}")
+        if not self.enabled(rule):
+            return
+        key = (rule, subject)
+        with self._lock:
+            if key in self._seen:
+                self._repeats[rule] += 1
+                return
+            self._seen.add(key)
+            alert = Alert(step=step, rule=rule, severity=severity,  # type: ignore[arg-type]
+                          message=message, evidence=_plain(evidence))
+            self.alerts.append(alert)
+            stop = (self.config.stop_on is not None and self._stop is None
+                    and at_least(severity, self.config.stop_on))
+            if stop:
+                self._stop = alert
+        self._event("guard.alert", message, level=severity, step=step, rule=rule,
+                    severity=severity, evidence=alert.evidence)
+
+    def _raise_if_stopped(self) -> None:
+        alert = self._stop
+        if alert is None or self._stopped:
+            return
+        self._stopped = True
+        self._event("guard.stopped", f"stopping: {alert.rule} at step {alert.step}",
+                    level="critical", step=alert.step, rule=alert.rule, alert_step=alert.step)
+        raise GuardStop(alert)
+
+    def _event(self, event: str, message: str, *, level: str, step: int, **data: Any) -> None:
+        if self.run is not None and not self.run.finished:
+            self.run.event(event, message, level=level, step=step, **_plain(data))
+        elif event == "guard.alert":
+            _log.log(_LOG_LEVELS[level], "step %d %s: %s", step, data.get("rule"), message)
+
+    def _pick_sentinels(self) -> list[torch.Tensor]:
+        """The model's first trainable optimizer parameter (zero_grad resets all or none)."""
+        p = self.params
+        candidates = [t for i, t in enumerate(p.tensors)
+                      if p.judged[i] and p.in_optimizer[i] and t.requires_grad]
+        if not candidates:
+            return []
+        picks = list(range(min(SENTINELS, len(candidates))))
+        return [candidates[i] for i in picks]
+
+
+def _check_disable(names: tuple[str, ...]) -> set[str]:
+    rules = guard_rules()
+    families = {cls.family for cls in CHECKS} | {r.split(".")[0] for r in rules}
+    unknown = [n for n in names if n not in rules and n not in families]
+    if unknown:
+        raise GuardError(f"disable: unknown rule or family {', '.join(map(repr, unknown))}; "
+                         f"families: {', '.join(sorted(families))}; rules: "
+                         f"{', '.join(sorted(rules))}")
+    return set(names)
+
+
+def _family_of(rule: str) -> str:
+    for cls in CHECKS:
+        if rule in cls.rules:
+            return cls.family
+    return rule.split(".")[0]
+
+
+def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    if args and not kwargs and isinstance(args[0], torch.Tensor):
+        return args[0]
+    for value in (kwargs.get("input_ids"), *args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return value
+    return None
+
+
+def _total_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """L2 norm of all `tensors` together, on the device (one fused kernel per device/dtype)."""
+    try:
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(tensors)))
+    except (RuntimeError, TypeError):  # sparse, or mixed devices or dtypes
+        return torch.linalg.vector_norm(torch.stack([
+            torch.linalg.vector_norm((t.coalesce().values() if t.is_sparse else t).float()).cpu()
+            for t in tensors]))
+
+
+def _number(value: Any) -> float:
+    return float(value.item()) if isinstance(value, torch.Tensor) else float(value)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy: numpy scalars and arrays, tuples and tensors become plain values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray | torch.Tensor):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -1,0 +1,203 @@
+"""Fault injection: silent training bugs switched on at a chosen step, for testing the guard.
+
+    from labcoat.workloads.tinylm import Config, Fault, train
+    result = train(Config(steps=300), fault=Fault("frozen_block", step=150), guard=True)
+    result.alerts        # what the guard said
+
+or ``python -m labcoat.workloads.tinylm --fault frozen_block --fault-step 150``.
+
+Every fault is silent: training goes on without an exception and the loss
+keeps a plausible shape; only the model is quietly worse (or its numbers
+wrong). Each reproduces a bug class seen in real code (TrainCheck, OSDI 2025,
+collects twenty). "From K" faults stay on from step K; "at K" faults happen
+once, at step K; evaluation faults act on the first evaluation at or after K.
+The training loop calls the `Injector`'s hooks at fixed points; without a
+fault they do nothing and the run is bit-identical to a run without hooks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import types
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from labcoat.errors import LabcoatError
+from labcoat.workloads.tinylm._model import CausalSelfAttention, TinyLM
+from labcoat.workloads.tinylm._tasks import IGNORE, EvalSet, TrainStream, collate
+
+# name -> what the bug is (and when it acts)
+FAULTS: dict[str, str] = {
+    "causal_mask_off": "from K, attention is not causal: every position sees the future tokens",
+    "frozen_block": "at K, the first transformer block is frozen (requires_grad=False)",
+    "no_zero_grad": "from K, optimizer.zero_grad() is skipped: gradients accumulate",
+    "dropout_in_eval": "from K, evaluation forgets model.eval(): dropout stays on",
+    "eval_mode_stuck": "from K, evaluation leaves the model in eval mode: training continues "
+                       "without dropout",
+    "token_shift": "from K, token ids come from another tokenizer (every id shifted by 3)",
+    "labels_unshifted": "from K, labels are the inputs themselves (the next-token shift is lost)",
+    "repeated_batch": "from K, the data loader returns step K's batch again and again",
+    "batch_collapse": "from K, batches shrink to 1/16 of their size (a sharding bug)",
+    "lr_stuck": "from K, the schedule is no longer applied: the lr stays at step K-1's",
+    "param_dropped": "at K, the last block's MLP input weight is dropped from the optimizer",
+    "grad_nan": "at K, one gradient element becomes NaN before the update",
+    "weight_blowup": "at K, the first block's MLP input weight is multiplied by 1000",
+    "loss_scale": "from K, the loss is scaled by 2^16 before backward and never unscaled "
+                  "(a mixed-precision bug): gradients explode",
+    "eval_leak": "from K, a quarter of every batch are eval items",
+    "sdc_param": "at K, one bit of one weight flips in memory (x4 or /4; no write recorded)",
+    "sdc_grad": "at K, one bit of one gradient element flips after backward (x4 or /4)",
+    "step_skipped": "from K, optimizer.step() runs only at even steps (a wrong condition)",
+    "optimizer_reset": "at K, the optimizer state is wiped (Adam moments and step counts)",
+}
+NEEDS_DROPOUT = ("dropout_in_eval", "eval_mode_stuck")  # silent only if dropout > 0
+FLIP_BIT = 24  # float32 bit 24 is the exponent's second bit: the value becomes x4 or /4
+SHIFT = 3  # token_shift: ids move by this many places (mod the vocabulary)
+LOSS_SCALE = 2.0**16  # loss_scale: torch.amp.GradScaler's initial scale
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A silent bug: `name` (one of `FAULTS`) switched on at optimizer step `step` (1-based)."""
+
+    name: str
+    step: int
+
+    def __post_init__(self) -> None:
+        if self.name not in FAULTS:
+            raise LabcoatError(f"unknown fault {self.name!r}; choose from {', '.join(FAULTS)}")
+        if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 1:
+            raise LabcoatError(f"fault step {self.step!r} must be an integer >= 1")
+
+
+class Injector:
+    """The hook points of tinylm's training loop; each does nothing unless its fault is on."""
+
+    def __init__(self, fault: Fault | None, model: TinyLM, optimizer: torch.optim.Optimizer,
+                 eval_set: EvalSet, stream: TrainStream, vocab_size: int) -> None:
+        self.name = fault.name if fault else ""
+        self.start = fault.step if fault else 0
+        self.model = model
+        self.optimizer = optimizer
+        self.stream = stream
+        self.vocab_size = vocab_size
+        self.kept: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.eval_items = itertools.cycle([ex for xs in eval_set.items.values() for ex in xs])
+
+    def _on(self, name: str, step: int, *, once: bool = False) -> bool:
+        return self.name == name and (step == self.start if once else step >= self.start)
+
+    # --- data ------------------------------------------------------------------------------------
+
+    def batch(self, step: int, inputs: torch.Tensor,
+              labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.name or step < self.start:
+            return inputs, labels
+        if self.name == "token_shift":
+            shifted = (labels + SHIFT) % self.vocab_size
+            return (inputs + SHIFT) % self.vocab_size, torch.where(labels == IGNORE, labels,
+                                                                   shifted)
+        if self.name == "labels_unshifted":
+            return inputs, torch.where(labels == IGNORE, labels, inputs)
+        if self.name == "repeated_batch":
+            if self.kept is None:
+                self.kept = (inputs, labels)
+            return self.kept
+        if self.name == "batch_collapse":
+            keep = max(1, inputs.shape[0] // 16)
+            return inputs[:keep], labels[:keep]
+        if self.name == "eval_leak":
+            n = inputs.shape[0]
+            leaked = [next(self.eval_items) for _ in range(n // 4)]
+            return collate(leaked + [self.stream.example() for _ in range(n - len(leaked))])
+        return inputs, labels
+
+    # --- the step --------------------------------------------------------------------------------
+
+    def sets_lr(self, step: int) -> bool:
+        return not self._on("lr_stuck", step)
+
+    def before_forward(self, step: int) -> None:
+        if not self.name or step < self.start:
+            return
+        blocks = self.model.blocks
+        if self._on("causal_mask_off", step, once=True):
+            for block in blocks:
+                block.attn.forward = types.MethodType(_non_causal_forward, block.attn)
+        elif self._on("frozen_block", step, once=True):
+            for p in blocks[0].parameters():
+                p.requires_grad_(False)
+        elif self._on("param_dropped", step, once=True):
+            target = blocks[-1].mlp.up.weight
+            for group in self.optimizer.param_groups:
+                group["params"] = [p for p in group["params"] if p is not target]
+        elif self._on("weight_blowup", step, once=True):
+            with torch.no_grad():
+                blocks[0].mlp.up.weight.mul_(1000.0)
+        elif self._on("sdc_param", step, once=True):
+            _flip(blocks[0].attn.qkv.weight.data)
+        elif self._on("optimizer_reset", step, once=True):
+            self.optimizer.state.clear()
+
+    def loss_scale(self, step: int) -> float:
+        return LOSS_SCALE if self._on("loss_scale", step) else 1.0
+
+    def zeroes_grad(self, step: int) -> bool:
+        return not self._on("no_zero_grad", step)
+
+    def after_backward(self, step: int) -> None:
+        if self._on("grad_nan", step, once=True):
+            grad = self.model.blocks[0].mlp.up.weight.grad
+            if grad is not None:
+                grad[0, 0] = float("nan")
+        elif self._on("sdc_grad", step, once=True):
+            grad = self.model.blocks[0].mlp.down.weight.grad
+            if grad is not None:
+                _flip(grad)
+
+    def steps_optimizer(self, step: int) -> bool:
+        return not (self._on("step_skipped", step) and step % 2)
+
+    # --- evaluation ------------------------------------------------------------------------------
+
+    def evaluation_mode(self, step: int) -> str:
+        """How evaluation sets modes: 'normal', 'no_eval' (forgets eval()), 'stuck' (no train())."""
+        if self._on("dropout_in_eval", step):
+            return "no_eval"
+        if self._on("eval_mode_stuck", step):
+            return "stuck"
+        return "normal"
+
+
+def _flip(t: torch.Tensor) -> None:
+    """Flip bit FLIP_BIT of the largest-magnitude element, through an integer view (no autograd
+    write is recorded, like a hardware fault)."""
+    flat = t.detach().view(-1)
+    i = int(flat.abs().argmax())
+    bits = flat.view(torch.int32)
+    bits[i] = bits[i] ^ (1 << FLIP_BIT)
+
+
+def _non_causal_forward(self: CausalSelfAttention, x: torch.Tensor) -> torch.Tensor:
+    """CausalSelfAttention.forward with is_causal=False: the bug, everything else unchanged."""
+    B, T, C = x.shape
+    q, k, v = self.qkv(x).split(C, dim=2)
+    q, k, v = (z.view(B, T, self.heads, C // self.heads).transpose(1, 2) for z in (q, k, v))
+    y = F.scaled_dot_product_attention(
+        q, k, v, is_causal=False, dropout_p=self.dropout if self.training else 0.0
+    )
+    y = y.transpose(1, 2).reshape(B, T, C)
+    return self.resid_dropout(self.proj(y))
+
+
+def describe() -> str:
+    """One line per fault, for --help."""
+    return "; ".join(f"{name}: {text}" for name, text in FAULTS.items())
+
+
+def check_dropout(fault: Fault | None, dropout: float) -> None:
+    if fault is not None and fault.name in NEEDS_DROPOUT and dropout <= 0:
+        raise LabcoatError(f"fault {fault.name} is only a bug with dropout > 0; "
+                           "add e.g. --dropout 0.1")
