@@ -7,6 +7,7 @@ Heavy modules (SQLAlchemy, scipy, torch) are imported inside the verbs so
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -21,6 +22,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from labcoat.errors import Interrupted, LabcoatError
+from labcoat.evals._contamination_cli import contamination
+from labcoat.scaling._cli import app as scaling_app
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -29,6 +32,8 @@ app = typer.Typer(
     help="labcoat: design, run and analyze ML experiments with error bars.",
 )
 console = Console()
+app.add_typer(scaling_app, name="scaling")
+app.command("contamination")(contamination)
 EXAMPLE = "warmup.yaml"
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
@@ -140,7 +145,8 @@ def _print_run_summary(summary: Any) -> None:
                   f"{len(summary.failed)} failed")
     if summary.failed:
         console.print(f"[red]failed:[/] {escape(', '.join(summary.failed))}; "
-                      f"see `labcoat status {escape(summary.experiment)}` for causes and logs")
+                      f"`labcoat diagnose {escape(summary.experiment)}` says why (cause, step, "
+                      "rank, evidence)")
         raise typer.Exit(1)
     console.print(f"next: labcoat report {escape(summary.experiment)}")
 
@@ -199,7 +205,8 @@ def export(
     items: Annotated[bool, typer.Option("--items", help="eval item results instead of metrics")
                      ] = False,
 ) -> None:
-    """Every metric point (or eval item) as JSON lines on stdout."""
+    """Every metric point (or eval item) as JSON lines on stdout; a value that is not finite
+    (a diverged loss) is null, so the lines stay strict JSON."""
     from labcoat import store
 
     with _session() as session:
@@ -211,13 +218,18 @@ def export(
                 t = trials[row.trial_id]
                 out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
                                       "step": row.step, "task": row.task, "item": row.item,
-                                      "score": row.score}) + "\n")
+                                      "score": _strict(row.score)}) + "\n")
         else:
             for row in store.metric_points(session, list(trials)):
                 t = trials[row.trial_id]
                 out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
                                       "name": row.name, "step": row.step,
-                                      "value": row.value}) + "\n")
+                                      "value": _strict(row.value)}) + "\n")
+
+
+def _strict(value: float) -> float | None:
+    """JSON has no NaN or infinity: null."""
+    return value if math.isfinite(value) else None
 
 
 @app.command()
@@ -266,7 +278,12 @@ def compare(
 
 @app.command()
 def logs(
-    experiment: ExpArg,
+    experiment: Annotated[str, typer.Argument(
+        metavar="EXP|templates",
+        help="experiment name (or id); or the word `templates` followed by the experiment")],
+    templates_of: Annotated[str | None, typer.Argument(
+        metavar="[EXP]", help="with `templates`: the experiment whose templates to show",
+        show_default=False)] = None,
     trial: Annotated[str | None, typer.Option(help="only this trial (key, e.g. warmup-s1)")
                      ] = None,
     rank: Annotated[int | None, typer.Option(help="only this rank")] = None,
@@ -279,17 +296,37 @@ def logs(
     as_json: JsonFlag = False,
 ) -> None:
     """What the trials printed (stdout and stderr, every attempt), filtered; lines repeated
-    across ranks are shown once with a count."""
+    across ranks are shown once with a count.
+
+    `labcoat logs templates EXP` shows the Drain3 templates of EXP's lines instead: count,
+    trials, ranks, first step, and whether only failed attempts printed them (the
+    filters select which lines are counted). An experiment named "templates" is
+    `labcoat logs templates` alone, or its id.
+    """
     from labcoat import report as reports
     from labcoat import store
 
+    if templates_of is not None and experiment != "templates":
+        raise LabcoatError(f"unexpected argument {templates_of!r}: `labcoat logs EXP` takes "
+                           "one experiment (templates: `labcoat logs templates EXP`)")
+    if templates_of is not None:
+        _log_templates(templates_of, trial=trial, rank=rank, level=level, grep=grep,
+                       noise=show_all, as_json=as_json)
+        return
     with _session() as session:
+        if experiment == "templates":
+            _templates_needs_experiment(session)
         exp = store.find_experiment(session, experiment)
         trials = [t for t in exp.trials if trial is None or t.key == trial]
         if trial is not None and not trials:
             raise LabcoatError(f"experiment {exp.name!r} has no trial {trial!r} (trials: "
                                f"{', '.join(t.key for t in exp.trials[:10])})")
-        events = store.log_lines(session, [t.id for t in trials], rank=rank)
+        events = store.log_lines(session, [t.id for t in trials])
+        if rank is not None:  # the capture's rank, else the one the line names ([rank3]:)
+            from labcoat.diagnose import rank_of
+
+            events = [e for e in events
+                      if (e.rank if e.rank is not None else rank_of(e.message)) == rank]
         keys = {t.id: t.key for t in trials}
         attempts = {a.id: a.number for t in trials for a in t.attempts}
         lines = reports.select_lines(events, keys, attempts, level=level, grep=grep,
@@ -298,6 +335,76 @@ def logs(
         _print_json(reports.lines_json(lines))
     else:
         reports.print_lines(lines, console)
+
+
+def _templates_needs_experiment(session: Any) -> None:
+    """`labcoat logs templates` without EXP: fine if an experiment is named "templates"."""
+    from labcoat import store
+
+    names = [e.name for e in store.list_experiments(session)]
+    if "templates" not in names:
+        known = ", ".join(names[-10:]) if names else "none yet; run `labcoat run design.yaml`"
+        raise LabcoatError("`labcoat logs templates` needs an experiment: labcoat logs "
+                           f"templates EXP (experiments: {known})")
+
+
+def _log_templates(experiment: str, *, trial: str | None, rank: int | None,
+                   level: str | None, grep: str | None, noise: bool, as_json: bool) -> None:
+    from labcoat import diagnose as diagnosis
+    from labcoat import report as reports
+    from labcoat import store
+
+    with _session() as session:
+        exp = store.find_experiment(session, experiment)
+        rows = diagnosis.experiment_templates(session, exp, trial=trial, rank=rank,
+                                              level=level, grep=grep, noise=noise)
+        name = exp.name
+    if as_json:
+        _print_json({"experiment": name, "templates": [r.to_dict() for r in rows]})
+    else:
+        reports.print_templates(name, rows, console)
+
+
+@app.command("diagnose")
+def diagnose_command(
+    target: Annotated[str, typer.Argument(
+        metavar="EXP|EXP/TRIAL", help="an experiment (every failed trial) or one trial, "
+        "e.g. warmup/better-s1")],
+    trial: Annotated[str | None, typer.Option(help="only this trial, by key (the same as "
+                                              "EXP/TRIAL)")] = None,
+    attempt: Annotated[int | None, typer.Option(help="this attempt of the trial (default: "
+                                                "its last failed one)", min=1)] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Why trials failed: the step and phase, the rank and host, what is new against
+    successful trials (same design, else earlier experiments), the likely cause, and
+    ranked suspect lines with their evidence."""
+    from labcoat import diagnose as diagnosis
+    from labcoat import report as reports
+    from labcoat import store
+
+    experiment = target
+    if "/" in target:
+        if trial is not None:
+            raise LabcoatError(f"the trial is given twice ({target!r} and --trial {trial!r}); "
+                               "use one: labcoat diagnose EXP/TRIAL")
+        experiment, trial = target.rsplit("/", 1)
+    if attempt is not None and trial is None:
+        raise LabcoatError("--attempt needs one trial: labcoat diagnose EXP/TRIAL --attempt N")
+    with _session() as session:
+        exp = store.find_experiment(session, experiment)
+        chosen = [diagnosis.find_trial(exp, trial)] if trial is not None else \
+            diagnosis.failed_trials(exp)
+        entries = []
+        for t in chosen:
+            found = diagnosis.diagnose_trial(session, t, attempt=attempt)
+            entries.append(reports.diagnosis_entry(
+                t, diagnosis.attempt_to_diagnose(t, attempt), found))
+        data = {"experiment": exp.name, "diagnoses": entries}
+    if as_json:
+        _print_json(data)
+    else:
+        reports.print_diagnoses(data, console)
 
 
 @app.command()

@@ -1,13 +1,36 @@
 """Evaluations: per-item results from files (labcoat, CSV/JSON, lm-eval-harness) and their
-comparison."""
+comparison; contamination of eval items by training text.
 
-from labcoat.evals._compare import FileComparison, TaskComparison, compare_item_scores
-from labcoat.evals._importers import ItemScores, load_item_scores
+Names are imported on first use (PEP 562), so that the CLI can register
+`labcoat contamination` from `labcoat.evals._contamination_cli` without
+importing scipy when it starts.
+"""
 
-__all__ = [
-    "FileComparison",
-    "ItemScores",
-    "TaskComparison",
-    "compare_item_scores",
-    "load_item_scores",
-]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from labcoat._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from labcoat.evals._compare import FileComparison, TaskComparison, compare_item_scores
+    from labcoat.evals._contamination import (
+        ContaminationReport,
+        ItemContamination,
+        Match,
+        ScoreComparison,
+        TaskContamination,
+        scan_contamination,
+    )
+    from labcoat.evals._eval_items import EvalItem, load_eval_items
+    from labcoat.evals._importers import ItemScores, load_item_scores
+    from labcoat.evals._ngrams import normalize_text
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "_compare": ("FileComparison", "TaskComparison", "compare_item_scores"),
+    "_contamination": ("ContaminationReport", "ItemContamination", "Match", "ScoreComparison",
+                       "TaskContamination", "scan_contamination"),
+    "_eval_items": ("EvalItem", "load_eval_items"),
+    "_importers": ("ItemScores", "load_item_scores"),
+    "_ngrams": ("normalize_text",),
+})

@@ -9,8 +9,10 @@ problems (a missing control, an undeclared param, ...) come from
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from labcoat import spec, stats
+from labcoat.errors import LabcoatError
 from labcoat.review._findings import Finding, Severity
 from labcoat.review._pilot import Pilot
 from labcoat.spec import Design, Hypothesis
@@ -162,6 +164,43 @@ def eval_at_end(ctx: Context) -> Iterator[Finding]:
             f"evaluate during training, e.g. `eval: {{every: {max(1, steps // 10)}}}`")
 
 
+def contamination(ctx: Context) -> Iterator[Finding]:
+    """Eval items whose word n-grams occur in the declared training text (issue 7's scanner)."""
+    data = ctx.design.data
+    if data is None:
+        return
+    base = Path(ctx.file).parent
+    suite = data.eval or (ctx.design.eval.suite if ctx.design.eval else None)
+    if suite is None or not (base / suite).exists():
+        yield ctx.finding("contamination-unchecked", "warning", ("data",),
+                          "training data is declared but no eval suite file to check against it"
+                          + (f" ({suite!r} is not a file or directory)" if suite else ""),
+                          "name the suite's file or directory: `data: {eval: suite/}`")
+        return
+    from labcoat.evals import scan_contamination  # only designs that declare data pay for it
+
+    try:
+        report = scan_contamination([base / p for p in data.train], base / suite,
+                                    text_field=data.text_field)
+    except LabcoatError as e:
+        yield ctx.finding("contamination-unchecked", "error", ("data",), str(e),
+                          "fix the path or file, or remove `data:`")
+        return
+    for task in report.tasks:
+        if task.contaminated:
+            first = next(i for i in report.contaminated if i.task == task.task)
+            place = first.example
+            where = f" (e.g. item {first.id!r} at {place.file}" + (
+                f":{place.line})" if place.line else f", byte {place.offset})") if place else ""
+            yield ctx.finding(
+                "eval-contaminated", "warning", ("data", "train"),
+                f"task {task.task!r}: {task.contaminated} of {task.items} eval items "
+                f"({task.rate:.0%}) have {task.n}-grams in the training data{where}",
+                "drop them from the suite (or decontaminate the training data) and report "
+                "the clean items; list them with `labcoat contamination --train ... --eval "
+                f"{suite}`")
+
+
 def seed_pairing(ctx: Context) -> Iterator[Finding]:
     design = ctx.design
     if design.paired_seeds and design.seed_analysis == "welch" and len(design.seeds) > 1:
@@ -263,5 +302,5 @@ def _hypothesis_paths(design: Design) -> Iterator[tuple[tuple, Hypothesis]]:
 
 RULES: tuple[Rule, ...] = (
     single_seed, confounded_arm, no_hypothesis, uncorrected_family, smallest_effect,
-    underpowered, eval_at_end, seed_pairing, seed_streams, budget, aliasing,
+    underpowered, eval_at_end, seed_pairing, seed_streams, budget, aliasing, contamination,
 )

@@ -1,22 +1,23 @@
 """Running experiments: the local executor, the supervisor loop, journal ingestion."""
 
-from labcoat.runner._adhoc import ingest_adhoc
-from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
-from labcoat.runner._ingest import Progress, ingest_attempt
-from labcoat.runner._runner import Interrupted, RunSummary, run_design
-from labcoat.runner._sequential import SequentialOutcome, run_until_decisive
+from __future__ import annotations
 
-__all__ = [
-    "LOSSES",
-    "Goodput",
-    "Interrupted",
-    "Progress",
-    "RunSummary",
-    "SequentialOutcome",
-    "experiment_goodput",
-    "ingest_adhoc",
-    "ingest_attempt",
-    "run_design",
-    "run_until_decisive",
-    "trial_goodput",
-]
+from typing import TYPE_CHECKING
+
+from labcoat._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from labcoat.runner._adhoc import ingest_adhoc
+    from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
+    from labcoat.runner._ingest import Progress, ingest_attempt
+    from labcoat.runner._runner import Interrupted, RunSummary, run_design
+    from labcoat.runner._sequential import SequentialOutcome, run_until_decisive
+
+# Names load on first use: `labcoat status` needs goodput, not the statistics.
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "_adhoc": ("ingest_adhoc",),
+    "_goodput": ("LOSSES", "Goodput", "experiment_goodput", "trial_goodput"),
+    "_ingest": ("Progress", "ingest_attempt"),
+    "_runner": ("Interrupted", "RunSummary", "run_design"),
+    "_sequential": ("SequentialOutcome", "run_until_decisive"),
+})

@@ -17,8 +17,9 @@ from anywhere (a notebook, a CSV, the runner).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from labcoat._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from labcoat.scaling._backtest import Backtest, BacktestRow, backtest
@@ -27,45 +28,12 @@ if TYPE_CHECKING:
     from labcoat.scaling._isoflop import IsoFlopBudget, IsoFlopFit, isoflop_fit
     from labcoat.scaling._live import BandPoint, CurveCheck, Departure, LiveMonitor, check_curve
 
-# Names load on first use (PEP 562), so registering `labcoat scaling` in the CLI
-# does not import scipy: `labcoat --help` stays fast.
-_WHERE = {
-    "Backtest": "_backtest", "BacktestRow": "_backtest", "backtest": "_backtest",
-    "ScalingWarning": "_checks", "check_range": "_checks",
-    "FitDiagnostics": "_fit", "ScalingFit": "_fit", "fit": "_fit",
-    "IsoFlopBudget": "_isoflop", "IsoFlopFit": "_isoflop", "isoflop_fit": "_isoflop",
-    "BandPoint": "_live", "CurveCheck": "_live", "Departure": "_live",
-    "LiveMonitor": "_live", "check_curve": "_live",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"labcoat.scaling.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'labcoat.scaling' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-__all__ = [
-    "Backtest",
-    "BacktestRow",
-    "BandPoint",
-    "CurveCheck",
-    "Departure",
-    "FitDiagnostics",
-    "IsoFlopBudget",
-    "IsoFlopFit",
-    "LiveMonitor",
-    "ScalingFit",
-    "ScalingWarning",
-    "backtest",
-    "check_curve",
-    "check_range",
-    "fit",
-    "isoflop_fit",
-]
+# Names load on first use, so registering `labcoat scaling` in the CLI does not import
+# scipy: `labcoat --help` stays fast.
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "_backtest": ("Backtest", "BacktestRow", "backtest"),
+    "_checks": ("ScalingWarning", "check_range"),
+    "_fit": ("FitDiagnostics", "ScalingFit", "fit"),
+    "_isoflop": ("IsoFlopBudget", "IsoFlopFit", "isoflop_fit"),
+    "_live": ("BandPoint", "CurveCheck", "Departure", "LiveMonitor", "check_curve"),
+})

@@ -120,6 +120,8 @@ def _text(value: Any) -> str:
 
 
 def design_hash(design: Design) -> str:
-    """sha256 of the validated design: comments and key order do not change it."""
-    canonical = json.dumps(design.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """sha256 of the validated design: comments and key order do not change it, nor do
+    sections added to the schema later while a design leaves them out (`data`)."""
+    dumped = design.model_dump(mode="json", exclude={"data"} if design.data is None else None)
+    canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

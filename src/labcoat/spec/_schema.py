@@ -106,6 +106,18 @@ class EvalPlan(_Strict):
     )
 
 
+class TrainingData(_Strict):
+    """The training text, so `labcoat lint` can look for eval items in it."""
+
+    train: list[str] = Field(
+        min_length=1, description="training text files or directories (plain text, or JSON "
+        "lines with a text field; .gz too), relative to the design file")
+    eval: str | None = Field(
+        None, description="eval suite file or directory (.jsonl/.csv items) to check "
+        "(default: eval.suite, if it is a path)")
+    text_field: str = Field("text", description="JSON lines field holding the text")
+
+
 class Budget(_Strict):
     max_trials: int | None = Field(None, ge=1)
     max_cpu_hours: float | None = Field(None, gt=0)
@@ -175,6 +187,8 @@ class Design(_Strict):
     )
     scales: list[Scale] = Field(default_factory=list)
     eval: EvalPlan | None = None
+    data: TrainingData | None = Field(
+        None, description="training text; `labcoat lint` checks the eval suite against it")
     budget: Budget | None = None
     parallelism: int | None = Field(None, ge=1, description="trials at a time (default: CPUs)")
     restart: Restart = Field(default_factory=Restart, description="retries, backoff, heartbeat")
