@@ -25,6 +25,7 @@ bit-identical to an uninterrupted one, having logged the same values.
 
 from labcoat.workloads.tinylm._faults import FAULTS, Fault
 from labcoat.workloads.tinylm._model import TinyLM
+from labcoat.workloads.tinylm._mup import coord_check
 from labcoat.workloads.tinylm._tasks import (
     EVAL_SEED,
     MAX_LEN,
@@ -69,6 +70,7 @@ __all__ = [
     "TrainStream",
     "build_model",
     "build_optimizer",
+    "coord_check",
     "collate",
     "decode",
     "derive_seed",
