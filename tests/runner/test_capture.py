@@ -15,6 +15,7 @@ def test_printed_lines_are_captured_once_with_level_and_stream(home, tmp_path):
         "    print(f'training step {step}')\n"
         "print('WARNING: learning rate is high', file=sys.stderr)\n"
         "print('progress 10%\\rprogress 100%')\n"
+        "print('[default1]:[rank1]: hello from rank one')\n"
         "sys.stdout.buffer.write(b'bytes \\xff\\xfe here\\n')\n"
         "run.finish()\n"
     )
@@ -32,6 +33,9 @@ seeds: 1
     assert ("stdout", "info", "progress 100%") in texts  # what a terminal would show
     assert ("stdout", "info", "bytes \ufffd\ufffd here") in texts
     assert len(texts) == len(set(texts))  # polled many times, recorded once
+    ranks = {line["text"]: line["ranks"] for line in lines}
+    assert ranks[" hello from rank one"] == [1]  # from the launcher's prefix, shown without it
+    assert ranks["training step 1"] == []
     warned = json.loads(cli("logs", "talk", "--level", "warning", "--json", check=True).stdout)
     assert {line["trial"] for line in warned} == {"a-s0", "b-s0"}
     assert all(line["level"] == "warning" for line in warned)

@@ -25,7 +25,7 @@ from labcoat.diagnose._experiment import (
     find_trial,
     summarize_templates,
 )
-from labcoat.diagnose._fields import rank_of
+from labcoat.diagnose._fields import body_of, rank_of
 from labcoat.diagnose._masking import MASKS, mask
 from labcoat.diagnose._noise import is_noise
 from labcoat.diagnose._records import AttemptEnd, LogLine, MetricPoint, RunEvent
@@ -53,6 +53,7 @@ __all__ = [
     "TemplateSummary",
     "Templates",
     "attempt_to_diagnose",
+    "body_of",
     "cause_of_end",
     "collapse_ranks",
     "diagnose",

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from labcoat.diagnose import body_of
 from labcoat.errors import LabcoatError
 from labcoat.store import Event
 
@@ -51,11 +52,13 @@ def select_lines(events: list[Event], trials: dict[int, str], attempts: dict[int
             continue
         if pattern is not None and not pattern.search(e.message):
             continue
-        key = (e.trial_id, e.attempt_id, e.step, e.stream, e.message)
+        # "[rank3]: x" from every rank is one line "x" printed by ranks 0..N
+        text = body_of(e.message) if e.rank is not None else e.message
+        key = (e.trial_id, e.attempt_id, e.step, e.stream, text)
         line = merged.get(key)
         if line is None:
             merged[key] = LogLine(trials.get(e.trial_id, "?"), attempts.get(e.attempt_id, 0),
-                                  e.stream, e.step, _level(e.level), e.message,
+                                  e.stream, e.step, _level(e.level), text,
                                   [e.rank] if e.rank is not None else [], 1, is_noise)
         else:
             line.count += 1

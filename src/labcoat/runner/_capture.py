@@ -3,9 +3,11 @@
 The runner tails each attempt's stdout.log and stderr.log (kept whole on disk)
 and records each complete line as an `Event(kind="log")` with the attempt, its
 stream and line number (so re-reading adds nothing twice), the level read from
-the line, and the step the trial had reached by then (the latest step in its
-journal when the line was read, so within one poll of the truth). Known noise
-(banners, progress bars) is flagged, not dropped.
+the line, the rank a multi-process launcher's prefix names (torchrun --tee's
+``[default3]:``, PyTorch's ``[rank3]:``; None without one), and the step the trial
+had reached by then (the latest step in its journal when the line was read, so
+within one poll of the truth). Known noise (banners, progress bars) is flagged,
+not dropped.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from labcoat import store
+from labcoat.diagnose import is_noise, rank_of
 from labcoat.runner._local import STDERR_NAME, STDOUT_NAME
 from labcoat.sdk import read_lines
 from labcoat.store import Attempt
@@ -52,7 +55,7 @@ def _row(attempt: Attempt, stream: str, number: int, raw: bytes, step: int | Non
     text = raw.decode("utf-8", "replace").rstrip("\r")
     text = text.rsplit("\r", 1)[-1]  # a progress bar redraws the line: keep what was shown
     return {"trial_id": attempt.trial_id, "attempt_id": attempt.id, "stream": stream,
-            "seq": number, "step": step, "rank": None, "host": attempt.host,
+            "seq": number, "step": step, "rank": rank_of(text, tags=False), "host": attempt.host,
             "level": level_of(text), "kind": "log", "message": text[:MAX_LINE],
             "data": {"noise": False}, "time": now}
 
@@ -65,10 +68,6 @@ def level_of(text: str) -> str:
 
 
 def _flag_noise(rows: list[dict[str, Any]]) -> None:
-    """Mark library banners and progress bars (labcoat.diagnose's classifier), if present."""
-    try:
-        from labcoat.diagnose import is_noise
-    except ImportError:  # pragma: no cover - diagnose is part of labcoat; stay safe without
-        return
+    """Mark library banners and progress bars (labcoat.diagnose's classifier)."""
     for row, noise in zip(rows, is_noise([r["message"] for r in rows]), strict=True):
         row["data"] = {"noise": bool(noise)}
