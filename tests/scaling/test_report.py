@@ -67,8 +67,11 @@ def test_report_fits_the_scales_and_backtests(home: Path, tmp_path: Path) -> Non
         assert row["covered"] and row["low"] < row["observed"] < row["high"]
     assert not [w for w in arm["warnings"] if "spans only" in w or "distinct" in w]
 
+    plot = arm["plot"]  # log-log: every width's column holds a trial's mark
+    assert plot[-1].split() == ["16", "1.02e+03"]  # to 4x the largest scale
+    assert sum(line.count("o") for line in plot) >= len(widths)
     text = " ".join(cli("report", "scaled", check=True).stdout.split())
-    for expected in ("Scaling (loss against width)", "loss = E + A / width^alpha",
+    for expected in ("o trials, * fit, : 95% band", "Scaling (loss against width)", "loss = E + A / width^alpha",
                      "backtest (leave-largest-out)", "coverage 100% of 2 held-out point"):
         assert expected in text, expected
 

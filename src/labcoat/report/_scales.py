@@ -29,6 +29,7 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from labcoat import spec, store
+from labcoat.report._textplot import loglog_plot
 from labcoat.runner._extrapolation import fitted_metric, scale_variable
 from labcoat.scaling import Backtest, ScalingFit, ScalingWarning, backtest, fit
 from labcoat.store import Experiment
@@ -154,6 +155,7 @@ def _arm_fit(arm: str, points: list[tuple[float, float]], variable: str, metric:
         return row
     f = fit(N=x, loss=y, form="power", bootstrap=REPORT_BOOTSTRAP, seed=0, warn=False)
     row["fit"] = fit_summary(f)
+    row["plot"] = _plot(f, x, y)
     row["warnings"] += [str(w) for w in f.warnings]
     if len(levels) >= MIN_SCALES_BACKTEST:
         bt, note, found = run_backtest(x, None, y, form="power", bootstrap=REPORT_BOOTSTRAP,
@@ -167,6 +169,15 @@ def _arm_fit(arm: str, points: list[tuple[float, float]], variable: str, metric:
                             f"smaller ones, predict the largest); have {len(levels)}")
     row["warnings"] = list(dict.fromkeys(row["warnings"]))
     return row
+
+
+def _plot(f: ScalingFit, x: np.ndarray, y: np.ndarray) -> list[str]:
+    """The points, the fit and its 95% prediction band, extrapolated to 4x the largest scale."""
+    grid = np.geomspace(x.min(), 4 * x.max(), 60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScalingWarning)  # the plot's own extrapolation
+        curve, low, high = f.predict_interval(grid)
+    return loglog_plot(x, y, grid, curve, low, high)
 
 
 # --- printing ---------------------------------------------------------------------------------
@@ -188,6 +199,11 @@ def print_scales(data: dict[str, Any], console: Console) -> None:
         if row["fit"] is not None:
             print_fit(row["fit"], console, title=f"{row['arm']}: {data['metric']} = "
                       f"E + A / {var}^alpha", variable=str(var))
+        if row.get("plot"):
+            console.print(f"  [dim]o trials, * fit, : 95% band for a new run; log-log, "
+                          f"{escape(str(var))} to 4x the largest[/]")
+            for line in row["plot"]:
+                console.print("  " + escape(line), highlight=False, soft_wrap=True)
         if row["backtest"] is not None:
             print_backtest(row["backtest"], console, variable=str(var))
         for note in row["notes"]:
