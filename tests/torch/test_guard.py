@@ -629,3 +629,51 @@ def test_the_guard_leaves_training_bit_identical() -> None:
         return out
 
     assert losses(True) == losses(False)
+
+
+# --- the per-step path: cheap work every step, the rest around check steps -----------------------
+
+
+def test_embedding_hooks_are_attached_only_for_check_steps() -> None:
+    loop = Loop(check_every=10)
+    hooks = loop.model.emb._forward_pre_hooks
+    assert hooks  # step 1 is a check step
+    loop.run(1)
+    assert not hooks  # steps 2-8 measure nothing per embedding call
+    loop.run(7)
+    assert not hooks
+    loop.run(1)  # step 9 done: step 10 is a check step
+    assert hooks
+    inputs, labels = loop.batch()
+    inputs[0, 0] = VOCAB + 3
+    with pytest.raises(IndexError):
+        loop.train_step((inputs, labels))
+    assert loop.first("data.token_range") == 10
+    loop.guard.close()
+    assert not hooks
+
+
+def test_host_row_hashes_and_label_counts_match_the_torch_ones() -> None:
+    from labcoat.torch._checks_data import _label_counts_host, _row_hashes_matmul
+    from labcoat.torch._measure import row_hashes
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, VOCAB, (16, 9), generator=gen)
+    x[:, -3:] = 0
+    for pad in (None, 0, 5):
+        assert _row_hashes_matmul(x.numpy(), pad).tolist() == row_hashes(x, pad).tolist()
+    labels = torch.randint(0, VOCAB, (16, 9), generator=gen)
+    labels[:, 1:] = torch.where(labels[:, 1:] % 2 == 0, x[:, :-1], labels[:, 1:])
+    labels[0, :4] = -100
+    mask = labels != -100
+    expected = [int(mask.sum()), int(((labels == x) & mask).sum()),
+                int(mask[:, 1:].sum()), int(((labels[:, 1:] == x[:, :-1]) & mask[:, 1:]).sum()),
+                int(mask[:, :-1].sum()), int(((labels[:, :-1] == x[:, 1:]) & mask[:, :-1]).sum())]
+    assert _label_counts_host(x.numpy(), labels.numpy(), -100) == expected
+
+
+def test_profile_observations_queued_between_check_steps_are_all_kept() -> None:
+    loop = Loop(check_every=10).run(25)  # steps 21-25 are queued when the profile is built
+    phases = loop.guard.profile()["phases"]
+    assert sum(p["grad_norm"]["n"] for p in phases if p["grad_norm"]) == 25
+    assert sum(p["loss"]["n"] for p in phases if p["loss"]) == 25

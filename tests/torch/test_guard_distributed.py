@@ -43,7 +43,7 @@ def worker(rank: int, world: int, port: int, out: Path) -> None:
         data = torch.Generator().manual_seed(100 + rank)  # each rank its own shard
         for step in range(1, STEPS + 1):
             if scenario == "straggler" and rank == 1:
-                time.sleep(0.03)  # e.g. a slow data loader on one host
+                time.sleep(0.1)  # e.g. a slow data loader on one host (far above load noise)
             seq = torch.randint(0, 20, (8, 8), generator=data)
             loss = F.cross_entropy(model(seq[:, :-1]).flatten(0, 1), seq[:, 1:].flatten())
             opt.zero_grad()

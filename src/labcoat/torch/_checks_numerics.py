@@ -105,8 +105,8 @@ class Numerics(Check):
             return
         value = math.log(norm)
         if len(self.grad_log) >= cfg.min_history:
-            median = self.grad_log.median
-            z = self.grad_log.z(value)
+            median, below, above = self.grad_log.baseline()  # once: this runs every step
+            z = (value - median) / (above if value >= median else below)
             # Two steps running: a healthy run's gradient norm jumps 5-70x for single steps
             # now and then (a hard batch); a real explosion persists.
             self.high = self.high + 1 if z > cfg.spike_z else 0
@@ -150,7 +150,8 @@ class Numerics(Check):
 
     def on_post_step(self, step: Step) -> None:
         norms = step.norms_post
-        if norms is not None and not math.isfinite(float(norms.sum())):
+        # plain Python over the norms (>= 0): no NumPy reduction on the cold post-step path
+        if norms is not None and not math.isfinite(sum(norms.tolist())):
             bad = self.ctx.params.judged & ~np.isfinite(norms)
             if bad.any():
                 self.ctx.alert(
@@ -188,8 +189,8 @@ class Numerics(Check):
             return
         self.records += 1
         if len(self.loss) >= cfg.min_history:
-            median = self.loss.median
-            z = self.loss.z(loss)
+            median, below, above = self.loss.baseline()
+            z = (loss - median) / (above if loss >= median else below)
             if z > cfg.spike_z:
                 self.ctx.alert(
                     "loss.spike", "warning",

@@ -142,9 +142,10 @@ class Updates(Check):
             self._grow(len(self.ctx.params))
         if self.ctx.params.shape_changed:
             self._index()
-        self._between_steps(step)
+        if step.norms_pre is not None or self.checksum_prev is not None:  # else nothing to compare
+            self._between_steps(step)
         grads = step.grads
-        missing = [i for i in self.outside if grads[i] is not None]
+        missing = [i for i in self.outside if grads[i] is not None] if self.outside else None
         if missing:
             self._once("optimizer.missing_param", "error", missing, step.number,
                        lambda names: f"{names} get gradients but are in no param group of the "
@@ -375,10 +376,16 @@ class Updates(Check):
         if norms is None or last is None or len(last) != len(norms):
             self.jumps.clear()
             return
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.abs(np.log(norms / last))
-        ratio[~np.isfinite(ratio)] = 0.0  # zero or NaN norms are other rules' business
-        if len(self.jumps) >= self.jump_min_history:
+        # zero, NaN or Inf norms are other rules' business: their ratio counts as 0 (the
+        # ``where=`` masks keep NumPy from warning, with no errstate context on this path)
+        ok = np.isfinite(norms) & np.isfinite(last) & (norms > 0) & (last > 0)
+        ratio = np.ones(len(norms))
+        np.divide(norms, last, out=ratio, where=ok)
+        np.log(ratio, out=ratio)
+        np.abs(ratio, out=ratio)
+        # only a ratio above JUMP_MIN can be a jump: the history's median and MAD (the costly
+        # part, on the training step's cold caches) are computed only when one is
+        if len(self.jumps) >= self.jump_min_history and (ratio > JUMP_MIN).any():
             history = np.stack(self.jumps)
             median = np.median(history, axis=0)
             scale = np.maximum(MAD_TO_SIGMA * np.median(np.abs(history - median), axis=0),
@@ -477,8 +484,8 @@ class Updates(Check):
 
 def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise: equal up to NORM_RTOL; NaN equals NaN (a NaN is another rule's business)."""
-    with np.errstate(invalid="ignore"):
-        return (np.abs(a - b) <= NORM_RTOL * np.maximum(np.abs(a), np.abs(b))) | (
+    with np.errstate(invalid="ignore"):  # norms are >= 0 (or NaN): no abs() of a or b
+        return (np.abs(a - b) <= NORM_RTOL * np.maximum(a, b)) | (
             np.isnan(a) & np.isnan(b))
 
 

@@ -166,6 +166,10 @@ class Invariants(Check):
         self.refs = _Reference(profiles, ctx) if profiles else None
         self.references = len(profiles)
         self.outside: dict[str, int] = {}
+        # without references an observation only feeds the profile, so it is queued (one
+        # append per step) and added at check steps, where the guard already does its
+        # periodic work; with references each one is judged when it arrives
+        self.deferred: list[tuple[str, int, float]] = []
 
     def active(self) -> bool:
         return (self.ctx.config.learn or bool(self.references)) and super().active()
@@ -197,6 +201,8 @@ class Invariants(Check):
         return [name for (name, _), on in zip(self.modules, pattern, strict=True) if on != want]
 
     def on_pre_step(self, step: Step) -> None:
+        if step.check and self.deferred:
+            self._flush()
         if step.grad_norm > 0:
             self._observe("grad_norm", step.number, step.grad_norm)
         if step.check:
@@ -236,9 +242,10 @@ class Invariants(Check):
                 self.refs.check_alignment(rec.step, found)
 
     def _observe(self, quantity: str, step: int, value: float) -> None:
-        self.series[quantity].add(step, value)
-        if self.refs is None:
+        if self.refs is None:  # learning only: add at the next check step (`_flush`)
+            self.deferred.append((quantity, step, value))
             return
+        self.series[quantity].add(step, value)
         verdict = self.refs.check_range(quantity, step, value)
         if verdict is None:
             self.outside[quantity] = 0
@@ -246,6 +253,13 @@ class Invariants(Check):
         self.outside[quantity] = self.outside.get(quantity, 0) + 1
         if self.outside[quantity] >= CONFIRM[quantity]:
             self.refs.alert_range(quantity, step, value, verdict, CONFIRM[quantity])
+
+    def _flush(self) -> None:
+        """Add the deferred observations, in order (the reservoirs sample as if added live)."""
+        series = self.series
+        for quantity, step, value in self.deferred:
+            series[quantity].add(step, value)
+        self.deferred.clear()
 
     def _grow(self, n: int) -> None:
         extra = n - len(self.with_grad)
@@ -256,6 +270,7 @@ class Invariants(Check):
     # --- the profile -----------------------------------------------------------------------------
 
     def build_profile(self) -> dict[str, Any]:
+        self._flush()
         keys = sorted({k for s in self.series.values() for k in s.phases})
         count = max(self.count, 1)
         return {
