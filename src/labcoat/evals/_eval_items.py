@@ -8,13 +8,12 @@ is two tasks. Every problem names the file and line and says the fix.
 
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labcoat.errors import LabcoatError
+from labcoat.evals._importers import _csv_rows, _jsonl_rows
 
 SUFFIXES = (".jsonl", ".csv")
 
@@ -69,24 +68,8 @@ def _records(file: Path) -> list[tuple[str, dict[str, Any]]]:
     except OSError as e:
         raise LabcoatError(f"{file}: cannot read ({e.strerror})") from None
     if file.suffix == ".csv":
-        reader = csv.DictReader(text.splitlines())
-        if not reader.fieldnames:
-            raise LabcoatError(f"{file}: empty CSV; expected a header such as id,input,target")
-        return [(f"{file}:{i + 2}", row) for i, row in enumerate(reader)]
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise LabcoatError(f"{file}:{number}: not valid JSON ({e.msg}); fix or remove "
-                               "the line") from None
-        if not isinstance(record, dict):
-            raise LabcoatError(f"{file}:{number}: expected a JSON object per line like "
-                               '{"id": "q1", "input": "...", "target": "..."}')
-        records.append((f"{file}:{number}", record))
-    return records
+        return _csv_rows(text, file, header="id,input,target")
+    return _jsonl_rows(text, file, example='{"id": "q1", "input": "...", "target": "..."}')
 
 
 def _item(record: dict[str, Any], where: str, default_task: str) -> EvalItem:

@@ -93,14 +93,14 @@ def _read_text(path: Path) -> str:
 Rows = list[tuple[str, dict[str, Any]]]  # (where: "file:line" or "file[entry]", record)
 
 
-def _csv_rows(text: str, path: Path) -> Rows:
+def _csv_rows(text: str, path: Path, header: str = "item,score") -> Rows:
     reader = csv.DictReader(io.StringIO(text))
     if not reader.fieldnames:
-        raise LabcoatError(f"{path}: empty CSV; expected a header such as item,score")
+        raise LabcoatError(f"{path}: empty CSV; expected a header such as {header}")
     return [(f"{path}:{i + 2}", row) for i, row in enumerate(reader)]
 
 
-def _jsonl_rows(text: str, path: Path) -> Rows:
+def _jsonl_rows(text: str, path: Path, example: str = '{"item": "q1", "score": 1}') -> Rows:
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -108,9 +108,11 @@ def _jsonl_rows(text: str, path: Path) -> Rows:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise LabcoatError(f"{path}:{number}: not valid JSON ({e.msg})") from None
+            raise LabcoatError(f"{path}:{number}: not valid JSON ({e.msg}); fix or remove "
+                               "the line") from None
         if not isinstance(record, dict):
-            raise LabcoatError(f"{path}:{number}: expected a JSON object per line")
+            raise LabcoatError(f"{path}:{number}: expected a JSON object per line like "
+                               f"{example}")
         rows.append((f"{path}:{number}", record))
     return rows
 
