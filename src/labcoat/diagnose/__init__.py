@@ -23,6 +23,7 @@ from labcoat.diagnose._experiment import (
     experiment_templates,
     failed_trials,
     find_trial,
+    line_filter,
     summarize_templates,
 )
 from labcoat.diagnose._fields import body_of, rank_of
@@ -61,6 +62,7 @@ __all__ = [
     "experiment_templates",
     "failed_trials",
     "find_trial",
+    "line_filter",
     "is_noise",
     "mask",
     "match_cause",

@@ -18,13 +18,13 @@ from labcoat.diagnose._fields import rank_of
 from labcoat.diagnose._records import LogLine
 from labcoat.diagnose._templates import TemplateConfig, Templates
 from labcoat.diagnose._trial import _failed
+from labcoat.sdk._run import LEVELS
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads only when stored logs are read
     from sqlalchemy.orm import Session
 
     from labcoat.store import Experiment, Trial
 
-LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 @dataclass(frozen=True)
@@ -131,19 +131,13 @@ def experiment_templates(
     """
     from labcoat import store
 
-    if level is not None and level not in LEVELS:
-        raise DiagnoseError(f"level {level!r} is not a level; choose one of {', '.join(LEVELS)}")
-    try:
-        pattern = re.compile(grep) if grep else None
-    except re.error as e:
-        raise DiagnoseError(f"{grep!r} is not a valid regular expression ({e})") from None
+    floor, pattern = line_filter(level, grep)
     if trial is not None:
         find_trial(experiment, trial)
     keys = {t.id: t.key for t in experiment.trials}
     attempt_of = {a.id: a for t in experiment.trials for a in t.attempts}
     failed = {(t.key, a.number) for t in experiment.trials for a in t.attempts
               if _failed(a.cause)}
-    floor = LEVELS.index(level) if level else 0
     lines, levels, show = [], [], []
     for event in store.log_lines(session, list(keys)):
         if (event.data or {}).get("noise") and not noise:
@@ -162,6 +156,18 @@ def experiment_templates(
                     and LEVELS.index(at) >= floor
                     and (pattern is None or pattern.search(event.message) is not None))
     return summarize_templates(lines, failed=failed, levels=levels, show=show, config=config)
+
+
+def line_filter(level: str | None, grep: str | None) -> tuple[int, re.Pattern[str] | None]:
+    """The `--level` floor (an index into LEVELS) and the compiled `--grep` pattern, checked."""
+    if level is not None and level not in LEVELS:
+        raise DiagnoseError(f"--level {level!r} is not a level; choose one of "
+                            f"{', '.join(LEVELS)}")
+    try:
+        pattern = re.compile(grep) if grep else None
+    except re.error as e:
+        raise DiagnoseError(f"--grep {grep!r} is not a valid regular expression ({e})") from None
+    return (LEVELS.index(level) if level else 0), pattern
 
 
 def find_trial(experiment: Experiment, key: str) -> Trial:

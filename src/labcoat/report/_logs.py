@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,11 +9,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from labcoat.diagnose import body_of
-from labcoat.errors import LabcoatError
+from labcoat.diagnose import body_of, line_filter
+from labcoat.sdk._run import LEVELS
 from labcoat.store import Event
 
-LEVELS = ("debug", "info", "warning", "error", "critical")
 LEVEL_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "debug": "dim"}
 
 
@@ -38,13 +36,7 @@ def select_lines(events: list[Event], trials: dict[int, str], attempts: dict[int
                  noise: bool = False) -> list[LogLine]:
     """Filter (level at or above, regex, noise hidden unless asked) and collapse lines that
     several ranks printed alike at the same step."""
-    if level is not None and level not in LEVELS:
-        raise LabcoatError(f"--level {level!r} is not a level; choose one of {', '.join(LEVELS)}")
-    try:
-        pattern = re.compile(grep) if grep else None
-    except re.error as e:
-        raise LabcoatError(f"--grep {grep!r} is not a valid regular expression ({e})") from None
-    floor = LEVELS.index(level) if level else 0
+    floor, pattern = line_filter(level, grep)
     merged: OrderedDict[tuple, LogLine] = OrderedDict()
     for e in events:
         is_noise = bool((e.data or {}).get("noise"))
