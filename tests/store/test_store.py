@@ -1,4 +1,5 @@
-"""The store on a real SQLite file: migrations, WAL, idempotent upserts, indexes, bad paths."""
+"""The store on a real SQLite file and a real PostgreSQL server (each test that is not
+about one backend runs on both): migrations, WAL, idempotent upserts, indexes, bad paths."""
 
 import math
 import os
@@ -13,7 +14,15 @@ from labcoat.errors import LabcoatError
 
 
 @pytest.fixture
-def db(home):
+def db(backend):
+    opened = store.open_store()
+    assert opened.engine.dialect.name == backend
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def sqlite_db(home):
     opened = store.open_store()
     yield opened
     opened.close()
@@ -32,9 +41,9 @@ def _trial(session):
     return trial, attempt
 
 
-def test_default_store_is_a_wal_sqlite_file_in_labcoat_home(db, home):
+def test_default_store_is_a_wal_sqlite_file_in_labcoat_home(sqlite_db, home):
     assert (home / "labcoat.db").exists()
-    with db.engine.connect() as conn:
+    with sqlite_db.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
@@ -46,7 +55,7 @@ def test_migrations_produce_exactly_the_models_schema(db):
     assert version == "0004"
 
 
-def test_reopening_a_migrated_store_keeps_its_data(home):
+def test_reopening_a_migrated_store_keeps_its_data(backend):
     first = store.open_store()
     with first.session() as session:
         store.get_or_create_experiment(session, name="keep", design_yaml="", design_hash="h")
@@ -103,8 +112,8 @@ def test_nan_and_infinite_values_are_kept(db):
         assert nulls.scalar() == 1
 
 
-def test_metric_query_uses_the_name_trial_step_index(db):
-    with db.engine.connect() as conn:
+def test_metric_query_uses_the_name_trial_step_index(sqlite_db):
+    with sqlite_db.engine.connect() as conn:
         plan = conn.execute(text(
             "EXPLAIN QUERY PLAN SELECT step, value FROM metric_point "
             "WHERE name = 'loss' AND trial_id IN (1, 2, 3) ORDER BY trial_id, step"
@@ -112,6 +121,19 @@ def test_metric_query_uses_the_name_trial_step_index(db):
     detail = " ".join(str(row[-1]) for row in plan)
     # SQLite backs the (name, trial_id, step) unique constraint with an automatic index.
     assert "USING INDEX" in detail and "name=? AND trial_id=?" in detail, detail
+
+
+def test_postgres_metric_query_can_use_the_name_trial_step_index(pg_url):
+    db = store.open_store()
+    with db.engine.connect() as conn:
+        conn.exec_driver_sql("SET enable_seqscan = off")  # empty tables: force the planner
+        plan = conn.exec_driver_sql(
+            "EXPLAIN SELECT step, value FROM metric_point "
+            "WHERE name = 'loss' AND trial_id IN (1, 2, 3) ORDER BY trial_id, step"
+        ).scalars().all()
+    db.close()
+    detail = " ".join(plan)
+    assert "uq_metric_point" in detail and "name" in detail, detail
 
 
 def test_changed_design_under_the_same_name_is_refused(db):
@@ -162,14 +184,14 @@ def test_bad_database_url_is_a_clear_error(monkeypatch):
         store.open_store()
 
 
-def test_upgrading_a_first_schema_database_keeps_its_rows(home):
+def test_upgrading_a_first_schema_database_keeps_its_rows(backend, home):
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
 
     from labcoat.store._db import MIGRATIONS
 
-    url = f"sqlite:///{home / 'labcoat.db'}"
+    url = os.environ.get("LABCOAT_DB") or f"sqlite:///{home / 'labcoat.db'}"
     home.mkdir(parents=True)
     engine = create_engine(url)
     config = Config()

@@ -94,7 +94,8 @@ def run_design(
     console = console or Console()
     db = store.open_store()
     try:
-        with _experiment_lock(design.name), db.session() as session:
+        with (_experiment_lock(design.name), store.experiment_lock(db, design.name),
+              db.session() as session):
             experiment = register(
                 session,
                 spec.load_design(path),

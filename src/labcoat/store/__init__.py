@@ -1,6 +1,7 @@
 """The database: models, migrations, queries. The only code in labcoat that speaks SQL."""
 
 from labcoat.store._db import Store, migrate, open_store
+from labcoat.store._locks import experiment_lock
 from labcoat.store._models import (
     TRIAL_STATUSES,
     Alert,
@@ -58,6 +59,7 @@ __all__ = [
     "end_attempt",
     "eval_items",
     "events",
+    "experiment_lock",
     "experiment_status",
     "final_eval_items",
     "find_experiment",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import socket
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect
@@ -15,6 +18,7 @@ from labcoat.errors import LabcoatError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SUPPORTED = ("sqlite", "postgresql")
+MIGRATION_LOCK = 0x6C6162636F6174  # "labcoat": the advisory lock key that serializes migrations
 
 
 class Store:
@@ -50,7 +54,7 @@ def open_store(url: str | None = None) -> Store:
     if backend == "sqlite" and parsed.database not in (None, "", ":memory:"):
         _prepare_sqlite_path(Path(parsed.database))
     try:
-        engine = create_engine(parsed)
+        engine = create_engine(parsed, **_engine_options(backend))
     except ImportError as e:
         raise LabcoatError(
             f"the database driver for {_shown(parsed)} is not installed ({e}); "
@@ -88,6 +92,39 @@ def _prepare_sqlite_path(path: Path) -> None:
         raise LabcoatError(f"the database {path} is not writable (permission denied). {_HINT}")
 
 
+def _engine_options(backend: str) -> dict:
+    if backend != "postgresql":
+        return {}
+    # PostgreSQL's json type refuses NaN and Infinity, which Python's json writes for a
+    # diverged loss in an event's data or an alert's evidence; SQLite keeps them as text.
+    # The tag in pg_stat_activity names the process, so a refused second runner can say
+    # which runner holds its experiment (see store._locks).
+    return {
+        "json_serializer": _finite_json,
+        "pool_pre_ping": True,
+        "connect_args": {"application_name": f"labcoat {socket.gethostname()} pid {os.getpid()}"},
+    }
+
+
+def _finite_json(value: object) -> str:
+    """JSON that PostgreSQL accepts: non-finite floats become the strings "NaN",
+    "Infinity" and "-Infinity" (read back as those strings)."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     # WAL lets readers (status, report, ui) work while the runner writes;
     # NORMAL sync is durable across process crashes in WAL mode.
@@ -109,6 +146,10 @@ def migrate(engine: Engine) -> None:
     config.set_main_option("script_location", str(MIGRATIONS))
     head = ScriptDirectory.from_config(config).get_current_head()
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Runners starting together on a fresh database would each create the tables;
+            # the first migrates while the others wait, then find the schema current.
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
         if _current_revision(connection) == head:
             return
         config.attributes["connection"] = connection

@@ -39,13 +39,20 @@ def get_or_create_experiment(
     An existing experiment with a different design is an error: results from two
     designs must not mix under one name.
     """
+    # Insert first, then read: two processes creating the same name at once (ad-hoc scripts
+    # finishing together on a shared store) get one row, neither a unique-constraint error.
+    # Writing first also takes SQLite's write lock before any read, so a concurrent writer
+    # cannot invalidate this transaction's snapshot (SQLITE_BUSY_SNAPSHOT).
+    insert = _insert_for(session)
+    created = session.execute(
+        insert(Experiment.__table__)
+        .values(name=name, design_yaml=design_yaml, design_hash=design_hash,
+                design_path=design_path, created_at=utcnow())
+        .on_conflict_do_nothing(index_elements=["name"])
+        .returning(Experiment.__table__.c.id)
+    ).first() is not None
     experiment = session.scalar(select(Experiment).where(Experiment.name == name))
-    if experiment is None:
-        experiment = Experiment(
-            name=name, design_yaml=design_yaml, design_hash=design_hash, design_path=design_path
-        )
-        session.add(experiment)
-        session.flush()
+    if created:
         return experiment, True
     if require_same_design and experiment.design_hash != design_hash:
         raise LabcoatError(
@@ -184,13 +191,9 @@ def _upsert(
 ) -> None:
     if not rows:
         return
-    dialect = session.get_bind().dialect.name
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:  # pragma: no cover - guarded by open_store's supported backends
-        raise LabcoatError(f"the {dialect} database is not supported; use SQLite or PostgreSQL")
+    insert = _insert_for(session)
+    if session.get_bind().dialect.name == "postgresql":
+        rows = _last_per_key(_postgres_safe(table, rows), keys)
     stmt = insert(table)
     if update:
         stmt = stmt.on_conflict_do_update(
@@ -199,3 +202,35 @@ def _upsert(
     else:
         stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
     session.execute(stmt, list(rows))
+
+
+def _insert_for(session: Session):
+    """The dialect's INSERT, which has ON CONFLICT (the generic one does not)."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:  # pragma: no cover - guarded by open_store's supported backends
+        raise LabcoatError(f"the {dialect} database is not supported; use SQLite or PostgreSQL")
+    return insert
+
+
+def _postgres_safe(table: Table, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows PostgreSQL accepts where SQLite accepts anything: a NUL byte (a trial printing
+    binary) becomes U+FFFD, and text longer than its column (a 300-character metric name)
+    is cut to fit, instead of failing the whole batch and stopping the runner."""
+    limits = {c.name: getattr(c.type, "length", None) for c in table.columns}
+    cleaned = []
+    for row in rows:
+        fixed = None
+        for key, value in row.items():
+            if not isinstance(value, str):
+                continue
+            limit = limits.get(key)
+            if "\x00" in value or (limit and len(value) > limit):
+                fixed = fixed or dict(row)
+                value = value.replace("\x00", "\ufffd")
+                fixed[key] = value[:limit] if limit else value
+        cleaned.append(fixed or row)
+    return cleaned
