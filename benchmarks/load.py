@@ -81,13 +81,21 @@ def runner(index: int, url: str, home: str, args: argparse.Namespace, results, r
     db = store.open_store()
     rng = random.Random(index)
     points = relogged = 0
+    waited = 0.0  # seconds inside COMMIT: where lock waits and fsyncs show up
+
+    def commit() -> None:
+        nonlocal waited
+        began = time.perf_counter()
+        session.commit()
+        waited += time.perf_counter() - began
+
     ready.put(index)
     go.wait()
     start = time.time()  # wall clock: phases combine the spans of several processes
     with store.experiment_lock(db, name), db.session() as session:
         experiment = register(session, design, text=design_path.read_text(),
                               path=str(design_path), trials=spec.expand(design))
-        session.commit()
+        commit()
         for trial in experiment.trials:
             crash_at = (rng.randrange(args.steps // 4, args.steps) if rng.random() < args.restarts
                         else None)
@@ -95,7 +103,7 @@ def runner(index: int, url: str, home: str, args: argparse.Namespace, results, r
             for number in (1, 2) if crash_at else (1,):
                 run_dir = Path(home) / "runs" / name / trial.key / str(number)
                 attempt = store.start_attempt(session, trial, run_dir=str(run_dir), host="load")
-                session.commit()
+                commit()
                 run = Run(journal=run_dir / "journal.jsonl", experiment=name, trial=trial.key,
                           attempt=number, arm=trial.arm, seed=trial.seed, params=trial.params,
                           adhoc=False, total_steps=args.steps)
@@ -108,12 +116,12 @@ def runner(index: int, url: str, home: str, args: argparse.Namespace, results, r
                         points += len(METRICS)
                     if step % args.poll_steps == 0 or step == end:
                         ingest_attempt(session, attempt)  # one runner poll
-                        session.commit()
+                        commit()
                 if number == 1 and crash_at:
                     store.end_attempt(session, attempt, exit_code=1, cause="exit 1",
                                       trial_status="pending")
                     resume = max(0, crash_at - args.poll_steps)  # last checkpoint
-                    session.commit()
+                    commit()
                     continue
                 quality = float(trial.params["quality"])
                 for task in range(TASKS):
@@ -123,12 +131,13 @@ def runner(index: int, url: str, home: str, args: argparse.Namespace, results, r
                 ingest_attempt(session, attempt)
                 store.end_attempt(session, attempt, exit_code=0, cause="exit 0",
                                   trial_status="done")
-                session.commit()
-    results.put(("write", index, points, relogged, start, time.time()))
+                commit()
+    results.put(("write", index, points, relogged, start, time.time(), waited))
     db.close()
 
 
-def reader(index: int, url: str, names: list[str], stop, results, ready, go) -> None:
+def reader(index: int, url: str, names: list[str], stop, results, ready, go, think: float
+           ) -> None:
     """One reader process: report, status and curve queries until told to stop."""
     os.environ["LABCOAT_DB"] = url
     from labcoat import report, store
@@ -164,6 +173,7 @@ def reader(index: int, url: str, names: list[str], stop, results, ready, go) -> 
             print(f"reader {index}: {type(e).__name__}: {e}", file=sys.stderr)
             continue
         latencies[kind].append(time.perf_counter() - start)
+        time.sleep(think)
     db.close()
     results.put(("read", index, latencies, errors))
 
@@ -174,8 +184,8 @@ def phase(url: str, home: str, args: argparse.Namespace, *, runners: int, reader
     ctx = mp.get_context("spawn")
     results, ready, stop, go = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Event()
     names = [f"load-{first + i}" for i in range(runners)] if runners else args.read_names
-    readers_p = [ctx.Process(target=reader, args=(i, url, names, stop, results, ready, go))
-                 for i in range(readers)]
+    readers_p = [ctx.Process(target=reader, args=(i, url, names, stop, results, ready, go,
+                                                  args.think)) for i in range(readers)]
     writers_p = [ctx.Process(target=runner, args=(first + i, url, home, args, results, ready,
                                                   go)) for i in range(runners)]
     for p in readers_p + writers_p:
@@ -197,7 +207,9 @@ def phase(url: str, home: str, args: argparse.Namespace, *, runners: int, reader
     for _, _, per_kind, _ in reads:
         for kind, values in per_kind.items():
             latencies[kind].extend(values)
+    busy = sum(w[5] - w[4] for w in writes)
     return {"points": sum(w[2] for w in writes), "relogged": sum(w[3] for w in writes),
+            "commit_share": sum(w[6] for w in writes) / busy if busy else 0.0,
             "seconds": elapsed, "latencies": latencies, "read_errors": sum(r[3] for r in reads)}
 
 
@@ -279,6 +291,8 @@ def main() -> None:
     parser.add_argument("--restarts", type=float, default=0.25,
                         help="fraction of trials that crash once and resume")
     parser.add_argument("--idle-read-seconds", type=float, default=5.0)
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="seconds a reader waits between queries (0: read flat out)")
     args = parser.parse_args()
     pg = args.backend == "postgresql"
     runners = args.runners or (8 if pg else 1)
@@ -312,6 +326,8 @@ def report(url: str, home: str, args: argparse.Namespace, runners: int, readers:
     print(f"load: {runners} runners + {readers} readers: {load['points']} points "
           f"(+{load['relogged']} re-logged after restarts) in {load['seconds']:.2f} s = "
           f"{rate:,.0f} points/s ({rate / solo_rate:.2f}x one runner alone)")
+    print(f"  runners spent {load['commit_share']:.0%} of their time in COMMIT "
+          f"(alone: {solo['commit_share']:.0%})")
     show_reads("under load:", load["latencies"])
     names = [f"load-{i}" for i in range(runners + 1)]
     args.read_names = names

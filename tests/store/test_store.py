@@ -208,3 +208,27 @@ def test_upgrading_a_first_schema_database_keeps_its_rows(backend, home):
     with db.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0004"
     db.close()
+
+
+def test_what_postgres_refuses_is_stored_not_fatal(db, backend):
+    """A NUL byte in printed text, NaN inside an event's data and an over-long metric name:
+    SQLite keeps them as they are; PostgreSQL refuses them, so the store adapts them
+    (U+FFFD, the string "NaN", cut to the column) instead of failing the runner's batch."""
+    with db.session() as session:
+        trial, attempt = _trial(session)
+        ids = {"trial_id": trial.id, "attempt_id": attempt.id}
+        store.insert_events(session, [{**ids, "seq": 1, "kind": "log", "level": "info",
+                                       "message": "bin\x00ary",
+                                       "data": {"loss": math.nan, "g": [math.inf, 1.0]}}])
+        long_name = "m" * 300
+        store.upsert_metric_points(session, [{**ids, "name": long_name, "step": 1, "value": 2.0,
+                                              "time": 0.0}])
+        session.commit()
+        event = store.events(session, [trial.id])[0]
+        names = [p.name for p in store.metric_points(session, [trial.id])]
+    if backend == "sqlite":
+        assert event.message == "bin\x00ary" and names == [long_name]
+        assert math.isnan(event.data["loss"]) and event.data["g"] == [math.inf, 1.0]
+    else:
+        assert event.message == "bin\ufffdary" and names == ["m" * 200]
+        assert event.data == {"loss": "NaN", "g": ["Infinity", 1.0]}
