@@ -232,3 +232,29 @@ def test_what_postgres_refuses_is_stored_not_fatal(db, backend):
     else:
         assert event.message == "bin\ufffdary" and names == ["m" * 200]
         assert event.data == {"loss": "NaN", "g": ["Infinity", 1.0]}
+
+
+def test_concurrent_creation_of_one_experiment_makes_one_row(db):
+    """Ad-hoc scripts finishing together on a shared store each ask for the same new
+    experiment: one creates it, the others find it, none fails on the unique name."""
+    import threading
+
+    barrier, outcomes = threading.Barrier(4), []
+
+    def create() -> None:
+        with db.session() as session:
+            barrier.wait()
+            _, created = store.get_or_create_experiment(session, name="adhoc-x",
+                                                        design_yaml="", design_hash="adhoc",
+                                                        require_same_design=False)
+            session.commit()
+            outcomes.append(created)
+
+    threads = [threading.Thread(target=create) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == [False, False, False, True]
+    with db.session() as session:
+        assert [e.name for e in store.list_experiments(session)] == ["adhoc-x"]

@@ -40,9 +40,8 @@ def get_or_create_experiment(
     designs must not mix under one name.
     """
     # Insert first, then read: two processes creating the same name at once (ad-hoc scripts
-    # finishing together on a shared store) get one row, neither a unique-constraint error.
-    # Writing first also takes SQLite's write lock before any read, so a concurrent writer
-    # cannot invalidate this transaction's snapshot (SQLITE_BUSY_SNAPSHOT).
+    # finishing together on a shared store) get one row, neither a unique-constraint error
+    # (a read-then-insert would let both see "absent" and one fail on the constraint).
     insert = _insert_for(session)
     created = session.execute(
         insert(Experiment.__table__)
