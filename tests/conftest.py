@@ -32,7 +32,7 @@ def pg_url(home: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest, home: Path) -> str:
+def db_backend(request: pytest.FixtureRequest, home: Path) -> str:
     """Run the test once on SQLite (the home's file) and once on PostgreSQL (LABCOAT_DB)."""
     if request.param == "postgresql":
         request.getfixturevalue("pg_url")

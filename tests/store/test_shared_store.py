@@ -132,17 +132,17 @@ def _wait_running(url: str, name: str, runner: subprocess.Popen) -> None:
         db.close()
 
 
-def _shared_url(backend: str, tmp_path: Path) -> str:
-    return os.environ["LABCOAT_DB"] if backend == "postgresql" else \
+def _shared_url(db_backend: str, tmp_path: Path) -> str:
+    return os.environ["LABCOAT_DB"] if db_backend == "postgresql" else \
         f"sqlite:///{tmp_path / 'shared' / 'labcoat.db'}"
 
 
 def test_concurrent_runners_lose_nothing_and_a_second_runner_of_one_experiment_is_refused(
-        backend, tmp_path):
+        db_backend, tmp_path):
     """Two runners on two experiments write at once; a third, from another home, asks for
     the first experiment while it runs and is refused, naming the holder; run afterwards,
     it finds every trial done and records nothing twice."""
-    url = _shared_url(backend, tmp_path)
+    url = _shared_url(db_backend, tmp_path)
     release = tmp_path / "release"
     one = fake_design(tmp_path / "one", name="one", steps=STEPS, seeds=1,
                       extra=f"--wait-for {release}")
@@ -159,7 +159,7 @@ def test_concurrent_runners_lose_nothing_and_a_second_runner_of_one_experiment_i
         assert refused.returncode == 2, refused.stdout + refused.stderr
         message = " ".join(refused.stderr.split())
         assert "'one' is already being run by another `labcoat run`" in message, message
-        if backend == "postgresql":
+        if db_backend == "postgresql":
             assert f"pid {first.pid}" in message, message
         assert "Traceback" not in refused.stderr
         release.touch()

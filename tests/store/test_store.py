@@ -14,9 +14,9 @@ from labcoat.errors import LabcoatError
 
 
 @pytest.fixture
-def db(backend):
+def db(db_backend):
     opened = store.open_store()
-    assert opened.engine.dialect.name == backend
+    assert opened.engine.dialect.name == db_backend
     yield opened
     opened.close()
 
@@ -55,7 +55,7 @@ def test_migrations_produce_exactly_the_models_schema(db):
     assert version == "0004"
 
 
-def test_reopening_a_migrated_store_keeps_its_data(backend):
+def test_reopening_a_migrated_store_keeps_its_data(db_backend):
     first = store.open_store()
     with first.session() as session:
         store.get_or_create_experiment(session, name="keep", design_yaml="", design_hash="h")
@@ -184,7 +184,7 @@ def test_bad_database_url_is_a_clear_error(monkeypatch):
         store.open_store()
 
 
-def test_upgrading_a_first_schema_database_keeps_its_rows(backend, home):
+def test_upgrading_a_first_schema_database_keeps_its_rows(db_backend, home):
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
@@ -210,7 +210,7 @@ def test_upgrading_a_first_schema_database_keeps_its_rows(backend, home):
     db.close()
 
 
-def test_what_postgres_refuses_is_stored_not_fatal(db, backend):
+def test_what_postgres_refuses_is_stored_not_fatal(db, db_backend):
     """A NUL byte in printed text, NaN inside an event's data and an over-long metric name:
     SQLite keeps them as they are; PostgreSQL refuses them, so the store adapts them
     (U+FFFD, the string "NaN", cut to the column) instead of failing the runner's batch."""
@@ -226,7 +226,7 @@ def test_what_postgres_refuses_is_stored_not_fatal(db, backend):
         session.commit()
         event = store.events(session, [trial.id])[0]
         names = [p.name for p in store.metric_points(session, [trial.id])]
-    if backend == "sqlite":
+    if db_backend == "sqlite":
         assert event.message == "bin\x00ary" and names == [long_name]
         assert math.isnan(event.data["loss"]) and event.data["g"] == [math.inf, 1.0]
     else:
