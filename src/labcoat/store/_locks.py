@@ -89,7 +89,13 @@ def _sqlite_lock(db: Store, name: str) -> Iterator[None]:
     path = Path(f"{database}.runners")
     # One small file for every experiment: each holds one byte at its own offset.
     offset = lock_key(name) & 0x7FFFFFFF
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise LabcoatError(
+            f"cannot open {path}, the lock file that keeps two runners off one experiment "
+            f"({e.strerror}); make the database's directory writable"
+        ) from None
     try:
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
