@@ -258,3 +258,24 @@ def test_concurrent_creation_of_one_experiment_makes_one_row(db):
     assert sorted(outcomes) == [False, False, False, True]
     with db.session() as session:
         assert [e.name for e in store.list_experiments(session)] == ["adhoc-x"]
+
+
+def test_an_open_reader_does_not_block_the_writer(db, db_backend):
+    """A report or dashboard mid-read (an open read transaction) while the runner commits:
+    the commit goes through (WAL on SQLite; MVCC on PostgreSQL) and later reads see it."""
+    with db.session() as session:
+        trial, attempt = _trial(session)
+        session.commit()
+        ids = {"trial_id": trial.id, "attempt_id": attempt.id}
+    with db.engine.connect() as reader:
+        reader.exec_driver_sql("BEGIN" if db_backend == "sqlite" else "SELECT 1")
+        before = reader.exec_driver_sql("SELECT COUNT(*) FROM metric_point").scalar()
+        with db.session() as writer:
+            store.upsert_metric_points(writer, [{**ids, "name": "loss", "step": s,
+                                                 "value": 1.0, "time": 0.0} for s in range(3)])
+            writer.commit()
+        if db_backend == "sqlite":  # the reader's snapshot is stable while it reads
+            assert reader.exec_driver_sql("SELECT COUNT(*) FROM metric_point").scalar() == before
+        reader.rollback()
+    with db.session() as session:
+        assert len(store.metric_points(session, [trial.id], "loss")) == 3
