@@ -6,6 +6,7 @@ the trial process; settings live in the design file and CLI flags.
 LABCOAT_HOME        (user)   where labcoat keeps its database and run files;
                              default ./.labcoat
 LABCOAT_DB          (user)   any SQLAlchemy URL; overrides the SQLite file in the home
+                             (a shared store: postgresql+psycopg://user:pw@host/db)
 LABCOAT_JOURNAL     (runner) path of this trial attempt's journal (JSON lines)
 LABCOAT_EXPERIMENT  (runner) experiment name
 LABCOAT_TRIAL       (runner) trial key within the experiment, e.g. ``warmup-s1``
