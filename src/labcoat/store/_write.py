@@ -199,3 +199,14 @@ def _upsert(
     else:
         stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
     session.execute(stmt, list(rows))
+
+
+def record_provenance(session: Session, attempt: Attempt, recorded: dict[str, Any]) -> None:
+    """Keep what `attempt` was launched with (see `labcoat.runner._provenance`)."""
+    import time
+
+    from labcoat.store._models import Provenance
+
+    session.add(Provenance(trial_id=attempt.trial_id, attempt_id=attempt.id,
+                           recorded=recorded, time=time.time()))
+    session.flush()
