@@ -146,7 +146,7 @@ def _git(cwd: Path, *args: str, strip: bool = True, ok: tuple[int, ...] = (0,)) 
     return done.stdout.strip() if strip else done.stdout
 
 
-# --- environment -----------------------------------------------------------------------------------
+# --- environment ----------------------------------------------------------------------------
 
 
 @cache
