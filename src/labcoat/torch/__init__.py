@@ -31,6 +31,8 @@ from labcoat.torch._guard_config import GuardConfig
 from labcoat.torch._interval import Policy, young_daly_interval
 from labcoat.torch._invariants import read_reference_file, write_reference_file
 from labcoat.torch._measure import item_hashes
+from labcoat.torch._probes import ProbeContext
+from labcoat.torch._replay import ReplayFinished
 
 __all__ = [
     "Alert",
@@ -42,6 +44,8 @@ __all__ = [
     "GuardError",
     "GuardStop",
     "Policy",
+    "ProbeContext",
+    "ReplayFinished",
     "guard_rules",
     "item_hashes",
     "load_checkpoint",

@@ -34,7 +34,8 @@ DEFAULT_MTBF_S = 24 * 3600.0  # a prior when the runner gives none (the runner u
 DEFAULT_OVERHEAD_BUDGET = 0.02
 EMA_WEIGHT = 0.3  # weight of the newest measurement: adapts within a few saves, damps noise
 
-Bound = Literal["fixed", "first save", "young-daly", "overhead budget", "write time", "unmeasured"]
+Bound = Literal["fixed", "first save", "young-daly", "overhead budget", "write time", "unmeasured",
+                "replay budget"]
 
 
 def young_daly_interval(cost_s: float, mtbf_s: float, overhead_budget: float,
@@ -95,6 +96,7 @@ class Policy:
             return f"{self.bound}: C={s(self.cost_s)}, step={s(self.step_s)}"
         formula = {"young-daly": f"sqrt(2*C*MTBF) = sqrt(2*{s(self.cost_s)}*{s(self.mtbf_s)})",
                    "overhead budget": f"C/budget = {s(self.cost_s)}/{self.overhead_budget:g}",
+                   "replay budget": f"C/replay budget = {s(self.cost_s)}",
                    "write time": f"write time {s(self.write_s)}"}[self.bound]
         return (f"every {self.interval_steps} steps = {s(self.interval_s)} ({formula}; "
                 f"{s(self.step_s)}/step)")
@@ -107,8 +109,12 @@ class IntervalPolicy:
     the Young/Daly interval.
     """
 
-    def __init__(self, *, every: int | None, mtbf_s: float, overhead_budget: float) -> None:
+    def __init__(self, *, every: int | None, mtbf_s: float, overhead_budget: float,
+                 replay_budget: float | None = None) -> None:
         self.every = every
+        # Recording for replay: denser checkpoints make replays shorter, so save as often as
+        # the budget allows, C / interval = replay_budget (FLOR's adaptive checkpointing).
+        self.replay_budget = replay_budget
         self.mtbf_s = mtbf_s
         self.overhead_budget = overhead_budget
         self.cost_s: float | None = None
@@ -154,6 +160,9 @@ class IntervalPolicy:
                           bound="first save", **common)
         seconds, bound = young_daly_interval(self.cost_s, self.mtbf_s, self.overhead_budget,
                                              self.write_s or 0.0)
+        if self.replay_budget is not None:
+            seconds, bound = max((self.cost_s / self.replay_budget, "replay budget"),
+                                 (self.write_s or 0.0, "write time"), key=lambda t: t[0])
         if self.step_s is None:
             return Policy(mode="young-daly", interval_steps=None, interval_s=seconds,
                           bound="unmeasured", **common)
