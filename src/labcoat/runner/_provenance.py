@@ -84,7 +84,8 @@ class ProvenanceRecorder:
             "cwd": cwd,
             "params": dict(params),
             "seeds": {"seed": seed,
-                      "params": {k: v for k, v in params.items() if "seed" in k.lower()}},
+                      "params": {k: v for k, v in params.items()
+                                 if "seed" in k.lower() and k != "seed"}},
             "environment": environment,
         }
 

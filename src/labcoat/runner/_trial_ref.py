@@ -16,11 +16,14 @@ _COMPARED = {"code commit": ("code", "commit"), "uncommitted diff": ("code", "di
 
 
 def split_ref(ref: str, verb: str) -> tuple[str, str]:
-    """``EXP/TRIAL`` -> (EXP, TRIAL); the error shows the form."""
+    """``EXP/TRIAL`` -> (EXP, TRIAL); the error shows the form. verb: e.g. "rerun", or
+    "show --provenance" (the flag is shown after the trial)."""
     experiment, _, trial = ref.rpartition("/")
     if not experiment or not trial:
+        command, _, flags = verb.partition(" ")
+        example = f"labcoat {command} warmup-demo/warmup-s1" + (f" {flags}" if flags else "")
         raise LabcoatError(f"{ref!r} does not name a trial; use EXPERIMENT/TRIAL, e.g. "
-                           f"`labcoat {verb} warmup-demo/warmup-s1` (trials: labcoat show EXP)")
+                           f"`{example}` (trials: labcoat show EXP)")
     return experiment, trial
 
 
