@@ -203,8 +203,11 @@ def _start(segment: Segment, experiment: Any, trial: Any, provenance: dict[str, 
     spec_file.write_text(json.dumps(description, indent=2), encoding="utf-8")
     segment.journal = JournalMetrics(segment.run_dir / JOURNAL_NAME)
     segment.started = time.perf_counter()
+    # Probes are written after the run, so they are not in the recorded code: MODULE is
+    # imported from where `labcoat replay` runs (after the recorded code and PYTHONPATH).
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), os.getcwd()]))
     segment.process = _recreate.start(experiment, trial, provenance, code, segment.run_dir,
-                                      extra_env={env.REPLAY: str(spec_file)})
+                                      extra_env={env.REPLAY: str(spec_file), "PYTHONPATH": path})
 
 
 def _verify(segment: Segment, recorded: dict[int, float], verify: str, ref: str) -> None:
