@@ -23,6 +23,8 @@ import pytest
 from helpers import cli
 from labcoat.errors import LabcoatError
 from labcoat.runner import replay_trial, rerun_trial
+from labcoat.runner._provenance import code_state
+from labcoat.runner._worktree import recorded_code
 
 SCRIPT = '''import sys
 import labcoat
@@ -192,19 +194,11 @@ def test_rerun_uses_recorded_code_and_finds_the_first_divergence(project):
     assert any("corpus.txt changed since the run" in c for c in found["changed"])
 
 
-def test_outside_git_the_provenance_says_so(home, tmp_path):
+def test_outside_git_the_provenance_says_so(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
-    (plain / "train.py").write_text(SCRIPT)
-    (plain / "d.txt").write_text("x")
-    (plain / "design.yaml").write_text("""name: nogit
-hypothesis: {claim: c, metric: loss, direction: decrease}
-command: "{python} train.py {seed} d.txt"
-arms: {a: {control: true}, b: {}}
-seeds: 1
-""")
-    cli("run", "design.yaml", "--plain", cwd=plain, check=True)
-    code = _provenance("nogit/b-s0")["provenance"]["code"]
+    code = code_state(plain)
     assert code["git"] is False and "not a git repository" in code["note"]
-    result = rerun_trial("nogit/b-s0")  # the code as it is now, which has not changed
-    assert result.identical and "not a git repository" in result.notes[0]
+    with recorded_code(code, tmp_path) as copy:  # a rerun runs the code as it is now
+        assert copy.map(str(plain / "train.py")) == str(plain / "train.py")
+        assert "not a git repository" in copy.notes[0]
