@@ -20,6 +20,8 @@ import torch
 
 from helpers import cli
 from labcoat.runner import ReplayMismatch, replay_trial, rerun_trial
+from labcoat.runner._compare import Divergence, first_divergence
+from labcoat.runner._replay import plan_segments
 from labcoat.workloads.tinylm import MAX_LEN, Config, train
 
 CONFIG = Config(width=16, heads=2, batch_size=8, steps=16, dropout=0.1, eval_every=0,
@@ -119,3 +121,22 @@ def test_replay_probes_equal_a_straight_run(recorded):
 def test_a_probe_that_changes_the_run_is_caught_at_the_next_step(recorded):
     with pytest.raises(ReplayMismatch, match="diverged at step 7: loss replayed"):
         replay_trial("tl/a-s0", start=6, end=8, probes=["tlprobes:perturb"])
+
+
+def test_segments_split_the_range_and_start_from_the_checkpoint_before_them():
+    kept = [(4, "c4"), (8, "c8"), (12, "c12")]
+    plan = [(s.start, s.end, s.restore_step, s.checkpoint)
+            for s in plan_segments(3, 13, 3, kept)]
+    assert plan == [(3, 6, 0, None), (7, 10, 4, "c4"), (11, 13, 8, "c8")]
+    assert [(s.start, s.end) for s in plan_segments(5, 6, 4, kept)] == [(5, 5), (6, 6)]
+
+
+def test_divergence_is_bitwise_and_ordered_by_step():
+    nan = float("nan")
+    same = {"loss": {1: 1.0, 2: nan}, "acc": {2: 0.0}}
+    assert first_divergence(same, {"loss": {1: 1.0, 2: nan}, "acc": {2: 0.0}}) is None
+    assert first_divergence(same, {"loss": {1: 1.0, 2: nan}, "acc": {2: -0.0}}) == Divergence(
+        2, "acc", 0.0, -0.0)
+    assert first_divergence(same, {"loss": {1: 1.0 + 2**-52, 2: nan}}) == Divergence(
+        1, "loss", 1.0, 1.0 + 2**-52)
+    assert first_divergence(same, {"loss": {1: 1.0, 2: nan}}) == Divergence(2, "acc", 0.0, None)
