@@ -101,8 +101,11 @@ def print_replay(result: Any, console: Console) -> None:
     for record in result.records:
         for name, value in record["values"].items():
             series.setdefault((record["probe"], name), {})[record["step"]] = value
-    table = Table("probe", "quantity", f"step {result.start}", f"step {result.end}", "min",
-                  "max", title="probe values (all steps in the JSONL file)")
+    table = Table(title="probe values (all steps in the JSONL file)")
+    table.add_column("probe", overflow="fold")
+    table.add_column("quantity", overflow="fold", ratio=3)
+    for heading in (f"step {result.start}", f"step {result.end}", "min", "max"):
+        table.add_column(heading, justify="right", ratio=1)
     for (probe, name), values in series.items():
         finite = [v for v in values.values() if math.isfinite(v)]
         table.add_row(escape(probe), escape(name), _num(values.get(result.start)),
