@@ -46,6 +46,7 @@ from labcoat.spec import Design
 
 VERSION = 1
 MAX_UNTRACKED_BYTES = 1_000_000  # larger untracked files are listed, not copied into the diff
+MAX_UNTRACKED_FILES = 100  # beyond this (an unignored venv or data dir), list them, don't copy
 CHUNK = 1 << 20
 # Variables that change numerics or RNG streams: a rerun sets them as they were.
 NUMERIC_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED",
@@ -117,6 +118,11 @@ def code_state(directory: Path) -> dict[str, Any]:
         if path.is_relative_to(home):
             continue  # labcoat's own runs and database
         size = path.stat().st_size if path.is_file() else 0
+        if len(untracked) >= MAX_UNTRACKED_FILES:
+            skipped.append({"path": name, "reason": f"more than {MAX_UNTRACKED_FILES} untracked "
+                                                    "files: commit them or add them to "
+                                                    ".gitignore"})
+            continue
         if size > MAX_UNTRACKED_BYTES:
             skipped.append({"path": name, "reason": f"untracked and {size} bytes (> 1 MB): "
                                                     "commit it or declare it as data"})
