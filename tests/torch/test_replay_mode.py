@@ -44,3 +44,10 @@ def test_a_bad_replay_description_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("LABCOAT_REPLAY", str(tmp_path / "missing.json"))
     with pytest.raises(CheckpointError, match="not a replay description"):
         Checkpointer(tmp_path / "c")
+
+
+def test_replay_budget_policy_reads_as_its_formula():
+    policy = IntervalPolicy(every=None, mtbf_s=3600.0, overhead_budget=0.02, replay_budget=0.05)
+    policy.cost_s, policy.write_s, policy.step_s = 0.01, 0.04, 0.1
+    assert str(policy.current()) == ("every 10 steps = 1s ((C + write)/replay budget = "
+                                     "(0.01s + 0.04s)/0.05; 0.1s/step)")

@@ -98,7 +98,7 @@ class Policy:
         formula = {"young-daly": f"sqrt(2*C*MTBF) = sqrt(2*{s(self.cost_s)}*{s(self.mtbf_s)})",
                    "overhead budget": f"C/budget = {s(self.cost_s)}/{self.overhead_budget:g}",
                    "replay budget": f"(C + write)/replay budget = ({s(self.cost_s)} + "
-                                    f"{s(self.write_s)})/{self.replay_budget:g}",
+                                    f"{s(self.write_s)})/{self.replay_budget}",
                    "write time": f"write time {s(self.write_s)}"}[self.bound]
         return (f"every {self.interval_steps} steps = {s(self.interval_s)} ({formula}; "
                 f"{s(self.step_s)}/step)")
