@@ -135,7 +135,8 @@ def test_provenance_names_commit_diff_environment_and_data(project):
     assert found["seeds"]["seed"] == 0 and found["params"]["data"] == str(project["data"])
     declared = {d["path"]: d for d in found["data"]}
     for path, content, source in ((repo / "corpus.txt", "declared training text\n",
-                                   "data.train"), (project["data"], DATA, "params.data")):
+                                   "data.train"), (project["data"], DATA, "params.data"),
+                                  (repo / "train.py", SCRIPT, "command")):
         entry = declared[str(path)]
         assert entry["sha256"] == hashlib.sha256(content.encode()).hexdigest()
         assert (entry["bytes"], entry["declared_as"]) == (len(content), source)

@@ -68,12 +68,11 @@ class ProvenanceRecorder:
 
     def record(self, *, command: list[str], params: dict[str, Any], seed: int | None,
                variables: dict[str, str], cwd: str) -> dict[str, Any]:
+        directory = self.design_path.parent
         if self._shared is None:
-            directory = self.design_path.parent
             self._shared = {
                 "code": code_state(directory),
                 "design": {"path": str(self.design_path), "hash": self.design_hash},
-                "data": data_fingerprints(self.design, directory, params),
             }
         environment = dict(environment_state())
         environment["variables"] = {k: variables[k] for k in NUMERIC_VARIABLES if k in variables}
@@ -84,6 +83,8 @@ class ProvenanceRecorder:
             "command": list(command),
             "cwd": cwd,
             "params": dict(params),
+            # per trial: arms may name other files (hashes are cached for the run)
+            "data": data_fingerprints(self.design, directory, params, command[1:], Path(cwd)),
             "seeds": {"seed": seed,
                       "params": {k: v for k, v in params.items()
                                  if "seed" in k.lower() and k != "seed"}},
@@ -226,25 +227,29 @@ def _gpus() -> list[str]:
 # --- data -----------------------------------------------------------------------------------
 
 
-def data_fingerprints(design: Design, directory: Path, params: dict[str, Any]
+def data_fingerprints(design: Design, directory: Path, params: dict[str, Any],
+                      arguments: list[str] = (), cwd: Path | None = None
                       ) -> list[dict[str, Any]]:
-    """SHA-256 of every file the design declares as data (`data:`, a file eval suite) or
-    names in a param, relative paths taken from the design's directory."""
-    declared: list[tuple[str, str]] = []
+    """SHA-256 of every file the design declares as data (`data:`, a file eval suite,
+    relative to the design's directory) or names in a param or a command argument
+    (relative to the trial's working directory, else the design's)."""
+    declared: list[tuple[str, str, list[Path]]] = []
     if design.data is not None:
-        declared += [(p, "data.train") for p in design.data.train]
+        declared += [(p, "data.train", [directory]) for p in design.data.train]
         if design.data.eval:
-            declared.append((design.data.eval, "data.eval"))
+            declared.append((design.data.eval, "data.eval", [directory]))
     if design.eval is not None and design.eval.suite:
-        declared.append((design.eval.suite, "eval.suite"))
-    declared += [(v, f"params.{k}") for k, v in params.items() if isinstance(v, str)]
+        declared.append((design.eval.suite, "eval.suite", [directory]))
+    bases = [b for b in (cwd, directory) if b is not None]
+    declared += [(v, f"params.{k}", bases) for k, v in params.items() if isinstance(v, str)]
+    declared += [(a, "command", bases) for a in arguments if a and not a.startswith("-")]
     seen, out = set(), []
-    for raw, source in declared:
-        path = Path(raw).expanduser()
-        path = path if path.is_absolute() else directory / path
-        if not path.exists():
-            if not source.startswith("params."):
-                out.append({"path": str(path), "declared_as": source, "missing": True})
+    for raw, source, roots in declared:
+        declared_data = source.startswith(("data.", "eval."))
+        path = _resolve(raw, roots, directories=declared_data)
+        if path is None:
+            if source.startswith("data."):  # (an eval suite may be a name, not a file)
+                out.append({"path": str(roots[0] / raw), "declared_as": source, "missing": True})
             continue
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
@@ -255,6 +260,21 @@ def data_fingerprints(design: Design, directory: Path, params: dict[str, Any]
             out.append({"path": str(file), "declared_as": source, "bytes": stat.st_size,
                         "sha256": sha256_file(file, stat.st_size, stat.st_mtime_ns)})
     return out
+
+
+def _resolve(raw: str, roots: list[Path], directories: bool) -> Path | None:
+    """The existing file (or, when declared as data, directory) `raw` names: absolute, or
+    under one of `roots`. Params and arguments that name directories (output folders,
+    the repository) are not walked."""
+    try:
+        path = Path(raw).expanduser()
+        candidates = [path] if path.is_absolute() else [root / path for root in roots]
+        for candidate in candidates:
+            if candidate.is_file() or (directories and candidate.is_dir()):
+                return candidate.absolute()
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 @cache
