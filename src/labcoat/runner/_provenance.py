@@ -48,9 +48,10 @@ VERSION = 1
 MAX_UNTRACKED_BYTES = 1_000_000  # larger untracked files are listed, not copied into the diff
 MAX_UNTRACKED_FILES = 100  # beyond this (an unignored venv or data dir), list them, don't copy
 CHUNK = 1 << 20
-# Variables that change numerics or RNG streams: a rerun sets them as they were.
-NUMERIC_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED",
-                     "CUBLAS_WORKSPACE_CONFIG", "CUDA_VISIBLE_DEVICES")
+# Variables that change numerics, RNG streams or which code is imported: a rerun sets them
+# as they were (PYTHONPATH entries inside the repository point into the rerun's worktree).
+RECREATED_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED",
+                       "CUBLAS_WORKSPACE_CONFIG", "CUDA_VISIBLE_DEVICES", "PYTHONPATH")
 
 
 class ProvenanceRecorder:
@@ -75,7 +76,7 @@ class ProvenanceRecorder:
                 "design": {"path": str(self.design_path), "hash": self.design_hash},
             }
         environment = dict(environment_state())
-        environment["variables"] = {k: variables[k] for k in NUMERIC_VARIABLES if k in variables}
+        environment["variables"] = {k: variables[k] for k in RECREATED_VARIABLES if k in variables}
         return {
             "version": VERSION,
             "recorded_at": time.time(),

@@ -32,8 +32,11 @@ def scratch_dir(*parts: str) -> Path:
 
 
 def start(experiment: Experiment, trial: Trial, provenance: dict[str, Any], code: CodeCopy,
-          run_dir: Path, extra_env: dict[str, str] | None = None) -> LocalProcess:
-    """The trial's recorded command as a subprocess journaling to `run_dir`."""
+          run_dir: Path, extra_env: dict[str, str] | None = None,
+          extra_path: str | None = None) -> LocalProcess:
+    """The trial's recorded command as a subprocess journaling to `run_dir`.
+
+    extra_path: appended to the recorded PYTHONPATH (a replay's probe modules)."""
     command = [code.map(part) for part in provenance.get("command") or []]
     if not command:
         raise LabcoatError(f"trial {experiment.name}/{trial.key} has no recorded command")
@@ -54,7 +57,11 @@ def start(experiment: Experiment, trial: Trial, provenance: dict[str, Any], code
         env.CHECKPOINT_DIR: str(run_dir / "checkpoints"),
         "PYTHONUNBUFFERED": "1",
     })
-    variables = (provenance.get("environment") or {}).get("variables") or {}
+    variables = dict((provenance.get("environment") or {}).get("variables") or {})
+    child.pop("PYTHONPATH", None)  # the recorded one, if any, with paths into the worktree
+    paths = [code.map(p) for p in str(variables.pop("PYTHONPATH", "")).split(os.pathsep) if p]
+    if paths or extra_path:
+        child["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [extra_path])])
     child.update({k: str(v) for k, v in variables.items()})
     child.update(extra_env or {})
     try:

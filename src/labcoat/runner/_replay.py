@@ -205,9 +205,9 @@ def _start(segment: Segment, experiment: Any, trial: Any, provenance: dict[str, 
     segment.started = time.perf_counter()
     # Probes are written after the run, so they are not in the recorded code: MODULE is
     # imported from where `labcoat replay` runs (after the recorded code and PYTHONPATH).
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), os.getcwd()]))
     segment.process = _recreate.start(experiment, trial, provenance, code, segment.run_dir,
-                                      extra_env={env.REPLAY: str(spec_file), "PYTHONPATH": path})
+                                      extra_env={env.REPLAY: str(spec_file)},
+                                      extra_path=os.getcwd())
 
 
 def _verify(segment: Segment, recorded: dict[int, float], verify: str, ref: str) -> None:
