@@ -94,30 +94,31 @@ def replay_trial(ref: str, *, start: int, end: int, probes: list[str] | None = N
     probes = check_probes(probes or list(BUILTIN_PROBES))
     began = time.perf_counter()
     db = store.open_store()
-    try:
+    try:  # read everything, then let go of the store while the replay runs
         with db.session() as session:
             experiment, trial = find_trial(session, ref, "replay")
             provenance, notes = trial_provenance(session, trial, ref)
-            recorded = recorded_metrics(session, trial).get(verify)
-            if not recorded:
-                names = ", ".join(sorted(recorded_metrics(session, trial))) or "none"
-                raise LabcoatError(f"trial {ref} has no recorded {verify!r} to verify a replay "
-                                   f"against; choose --verify METRIC (recorded: {names})")
-            check_range(start, end, max(recorded), ref)
+            metrics = recorded_metrics(session, trial)
             kept = [(c.step, c.path) for c in store.checkpoints(session, trial)
                     if (Path(c.path) / "manifest.json").is_file()]
-            plan = plan_segments(start, end, segments, kept)
-            out_dir = _recreate.scratch_dir("runs", experiment.name, trial.key, "replays")
-            with recorded_code(provenance.get("code") or {}, out_dir) as code:
-                notes = code.notes + notes
-                notes += [f"segment {s.start}-{s.end}: no kept checkpoint before step {s.start}; "
-                          "replaying from step 1 (record with --replay-budget to keep them)"
-                          for s in plan if s.restore_step == 0 and s.start > 1]
-                workers = max(1, min(parallel or os.cpu_count() or 1, len(plan)))
-                _run_segments(plan, workers, experiment, trial, provenance, code, out_dir,
-                              probes, recorded, verify, console, ref)
     finally:
         db.close()
+    recorded = metrics.get(verify)
+    if not recorded:
+        names = ", ".join(sorted(metrics)) or "none"
+        raise LabcoatError(f"trial {ref} has no recorded {verify!r} to verify a replay "
+                           f"against; choose --verify METRIC (recorded: {names})")
+    check_range(start, end, max(recorded), ref)
+    plan = plan_segments(start, end, segments, kept)
+    out_dir = _recreate.scratch_dir("runs", experiment.name, trial.key, "replays")
+    with recorded_code(provenance.get("code") or {}, out_dir) as code:
+        notes = code.notes + notes
+        notes += [f"segment {s.start}-{s.end}: no kept checkpoint before step {s.start}; "
+                  "replaying from step 1 (record with --replay-budget to keep them)"
+                  for s in plan if s.restore_step == 0 and s.start > 1]
+        workers = max(1, min(parallel or os.cpu_count() or 1, len(plan)))
+        _run_segments(plan, workers, experiment, trial, provenance, code, out_dir,
+                      probes, recorded, verify, console, ref)
     records = _merge(plan, out_dir / "probes.jsonl")
     verified = sum(s.end - s.restore_step for s in plan)
     return ReplayResult(trial=ref, start=start, end=end, verify=verify, verified_steps=verified,

@@ -55,20 +55,22 @@ def rerun_trial(ref: str, *, console: Console | None = None) -> RerunResult:
     """Rerun the trial `ref` (``EXP/TRIAL``) from its provenance; see the module doc."""
     console = console or Console(stderr=True)
     db = store.open_store()
-    try:
+    try:  # read everything, then let go of the store while the rerun runs
         with db.session() as session:
             experiment, trial = find_trial(session, ref, "rerun")
             provenance, notes = trial_provenance(session, trial, ref)
             recorded = recorded_metrics(session, trial)
-            run_dir = _recreate.scratch_dir("reruns", experiment.name, trial.key)
-            with recorded_code(provenance.get("code") or {}, run_dir) as code:
-                notes = code.notes + notes
-                started = time.perf_counter()
-                process = _recreate.start(experiment, trial, provenance, code, run_dir)
-                exit_code = _wait(process, run_dir, console, f"rerunning {ref}")
-                seconds = time.perf_counter() - started
     finally:
         db.close()
+    if not recorded:
+        raise LabcoatError(f"trial {ref} has no recorded metrics to compare a rerun with")
+    run_dir = _recreate.scratch_dir("reruns", experiment.name, trial.key)
+    with recorded_code(provenance.get("code") or {}, run_dir) as code:
+        notes = code.notes + notes
+        started = time.perf_counter()
+        process = _recreate.start(experiment, trial, provenance, code, run_dir)
+        exit_code = _wait(process, run_dir, console, f"rerunning {ref}")
+        seconds = time.perf_counter() - started
     journal = JournalMetrics(run_dir / JOURNAL_NAME)
     journal.read()
     divergence = first_divergence(recorded, journal.metrics)
@@ -125,8 +127,3 @@ def changes_since(provenance: dict[str, Any]) -> list[str]:
         shown = ", ".join(moved[:8]) + (f" and {len(moved) - 8} more" if len(moved) > 8 else "")
         changed.append(f"packages changed: {shown}")
     return changed
-
-
-def require_steps(recorded: dict[str, dict[int, float]], ref: str) -> None:
-    if not recorded:
-        raise LabcoatError(f"trial {ref} has no recorded metrics to compare with")
