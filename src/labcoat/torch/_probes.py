@@ -8,8 +8,9 @@ Built-in probes (names for ``labcoat replay --probe``):
                        and ``total`` (the global norm)
     attention_entropy  per attention module and head: entropy (nats) of the attention
                        weights, averaged over batch and query positions. Recognized:
-                       ``nn.MultiheadAttention`` and modules with a ``qkv`` Linear and a
-                       ``heads`` count (causal, as in GPT-2/nanoGPT/tinylm)
+                       ``nn.MultiheadAttention`` (its returned weights; ``heads_averaged``
+                       when it averages them, its default) and modules with a ``qkv``
+                       Linear and a ``heads`` count (causal, as in GPT-2/nanoGPT/tinylm)
     update_ratios      per parameter: ||p_after - p_before|| / ||p_before|| of the step
 
 A user probe is ``MODULE:FUNCTION``: ``FUNCTION(context)`` is called after each
@@ -209,13 +210,13 @@ class AttentionEntropy(Probe):
                 "a module with a `qkv` Linear and a `heads` count); drop it or write your own "
                 "probe (MODULE:FUNCTION)")
 
-    def _add(self, name: str, weights: torch.Tensor) -> None:
+    def _add(self, name: str, weights: torch.Tensor, labels: list[str] | None = None) -> None:
         """weights: (B, H, Tq, Tk) attention probabilities."""
         p = weights.double().clamp_min(1e-300)
         entropy = -(weights.double() * p.log()).sum(-1)  # (B, H, Tq)
         per_head = entropy.mean(dim=(0, 2))
         for head, value in enumerate(per_head.tolist()):
-            key = f"{name}/head{head}"
+            key = f"{name}/{labels[head] if labels else f'head{head}'}"
             self.sums[key] = self.sums.get(key, 0.0) + value
             self.counts[key] = self.counts.get(key, 0) + 1
 
@@ -245,7 +246,10 @@ class AttentionEntropy(Probe):
             weights = output[1] if isinstance(output, tuple) else None
             if weights is None:
                 return  # called with need_weights=False
-            self._add(name, weights.detach()[:, None] if weights.dim() == 3 else weights.detach())
+            if weights.dim() == 3:  # average_attn_weights=True: heads already averaged
+                self._add(name, weights.detach()[:, None], ["heads_averaged"])
+            else:
+                self._add(name, weights.detach())
         return hook
 
     def collect(self) -> dict[str, float]:
