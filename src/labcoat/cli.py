@@ -198,6 +198,10 @@ def show(
     if provenance:
         _show_provenance(experiment, as_json=as_json, diff=diff)
         return
+    if "/" in experiment:
+        raise LabcoatError(f"{experiment!r} names a trial; `labcoat show {experiment} "
+                           "--provenance` shows what it ran with, `labcoat show "
+                           f"{experiment.split('/')[0]}` the whole experiment")
     with _session() as session:
         exp = store.find_experiment(session, experiment)
         data = reports.status_data(session, exp)

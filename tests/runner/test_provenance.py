@@ -45,6 +45,7 @@ DATA = "abc" * 10
 BAD = [
     (("show", "prov", "--provenance"), "'prov' does not name a trial; use EXPERIMENT/TRIAL"),
     (("rerun", "prov/nope"), "experiment 'prov' has no trial 'nope' (trials: a-s0, b-s0)"),
+    (("show", "prov/a-s0"), "'prov/a-s0' names a trial; `labcoat show prov/a-s0 --provenance`"),
     (("rerun", "ghost/a-s0"), "no experiment named 'ghost'"),
     (("replay", "prov/a-s0", "--from", "3", "--to", "9"),
      "--to 9 is past the last recorded step of prov/a-s0 (6)"),
@@ -156,12 +157,12 @@ def test_provenance_names_commit_diff_environment_and_data(project):
 
 
 def test_bad_references_and_flags_end_in_one_message(project):
-    for args, message in BAD[:2]:  # through the CLI: one line, exit 2, no traceback
+    for args, message in BAD[:3]:  # through the CLI: one line, exit 2, no traceback
         result = cli(*args, cwd=project["repo"])
         assert result.returncode == 2, args
         assert message in " ".join(result.stderr.split()), (args, result.stderr)
         assert "Traceback" not in result.stderr
-    for args, message in BAD[2:]:  # the same errors, raised before anything starts
+    for args, message in BAD[3:]:  # the same errors, raised before anything starts
         with pytest.raises(LabcoatError) as caught:
             if args[0] == "rerun":
                 rerun_trial(args[1])

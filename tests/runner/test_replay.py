@@ -101,6 +101,11 @@ def test_replay_probes_equal_a_straight_run(recorded):
     values = {(r["step"], r["probe"]): r["values"] for r in found["records"]}
     assert sorted({step for step, _ in values}) == [6, 7, 8, 9, 10]
     assert Path(found["output"]).read_text().count("\n") == len(found["records"]) == 25
+    # the two segments ran side by side: the second started before the first ended
+    journals = [[json.loads(line) for line in
+                 (Path(s["run_dir"]) / "journal.jsonl").read_text().splitlines()]
+                for s in found["segments"]]
+    assert journals[1][0]["time"] < journals[0][-1]["time"]
 
     w6, w9, w10 = _weights(6), _weights(9), _weights(10)
     for step, weights in ((6, w6), (10, w10)):  # one step of each segment
