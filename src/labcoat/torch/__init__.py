@@ -20,6 +20,12 @@ NaN, replicas drifting, ...) within a step or a few:
     guard.close()
     guard.alerts                          # [Alert(step, rule, severity, message, evidence)]
 
+Replay (hindsight logging, `labcoat replay`): under ``LABCOAT_REPLAY`` the same
+Checkpointer restores the segment's checkpoint, attaches probes to the tracked
+modules and optimizers, never saves, and ends the process after the segment
+(`ReplayFinished`); ``Checkpointer(replay_budget=0.07)`` records for it. User
+probes receive a `ProbeContext`. See `_replay` and `_probes`.
+
 Importing this package imports torch; ``import labcoat`` never does.
 """
 
