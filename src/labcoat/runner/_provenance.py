@@ -112,7 +112,7 @@ def code_state(directory: Path) -> dict[str, Any]:
                 "note": f"the git repository at {root} has no commit yet; commit the code so "
                         "runs can be recreated"}
     diff = _git(root_path, "diff", "--binary", "HEAD", strip=False) or ""
-    untracked, skipped = [], []
+    untracked, skipped, overflow = [], [], 0
     listing = _git(root_path, "ls-files", "--others", "--exclude-standard", "-z", strip=False)
     home = env.home()
     for name in filter(None, (listing or "").split("\0")):
@@ -121,9 +121,7 @@ def code_state(directory: Path) -> dict[str, Any]:
             continue  # labcoat's own runs and database
         size = path.stat().st_size if path.is_file() else 0
         if len(untracked) >= MAX_UNTRACKED_FILES:
-            skipped.append({"path": name, "reason": f"more than {MAX_UNTRACKED_FILES} untracked "
-                                                    "files: commit them or add them to "
-                                                    ".gitignore"})
+            overflow += 1
             continue
         if size > MAX_UNTRACKED_BYTES:
             skipped.append({"path": name, "reason": f"untracked and {size} bytes (> 1 MB): "
@@ -134,6 +132,10 @@ def code_state(directory: Path) -> dict[str, Any]:
         if patch:
             untracked.append(name)
             diff += patch
+    if overflow:
+        skipped.append({"path": f"{overflow} more untracked files",
+                        "reason": f"only the first {MAX_UNTRACKED_FILES} are recorded: commit "
+                                  "the others or add them to .gitignore"})
     return {
         "directory": str(directory), "git": True, "root": root, "commit": commit,
         "branch": _git(root_path, "rev-parse", "--abbrev-ref", "HEAD"),
