@@ -181,11 +181,27 @@ def status(
 
 
 @app.command()
-def show(experiment: ExpArg, as_json: JsonFlag = False) -> None:
+def show(
+    experiment: Annotated[str, typer.Argument(
+        metavar="EXP|EXP/TRIAL", help="experiment name (or id); with --provenance, one trial")],
+    as_json: JsonFlag = False,
+    provenance: Annotated[bool, typer.Option(
+        "--provenance", help="what the trial ran with: code commit and diff, design hash, "
+        "command, params, seeds, environment, data fingerprints")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="with --provenance: print the recorded "
+                                       "uncommitted diff")] = False,
+) -> None:
     """One experiment: its design and every trial with status, attempts and params."""
     from labcoat import report as reports
     from labcoat import store
 
+    if provenance:
+        _show_provenance(experiment, as_json=as_json, diff=diff)
+        return
+    if "/" in experiment:
+        raise LabcoatError(f"{experiment!r} names a trial; `labcoat show {experiment} "
+                           "--provenance` shows what it ran with, `labcoat show "
+                           f"{experiment.split('/')[0]}` the whole experiment")
     with _session() as session:
         exp = store.find_experiment(session, experiment)
         data = reports.status_data(session, exp)
@@ -431,6 +447,74 @@ def demo(
     report(summary.experiment)
     console.print(f"\n[dim]Results stay in {escape(str(home))}; explore them with "
                   f"LABCOAT_HOME={escape(str(home))} labcoat show {summary.experiment}[/]")
+
+
+# --- reproduce: provenance, rerun, replay (labcoat.runner._rerun / _replay) -----------------
+
+
+def _show_provenance(ref: str, *, as_json: bool, diff: bool) -> None:
+    from labcoat import report as reports
+    from labcoat.runner._trial_ref import find_trial, trial_provenance
+
+    with _session() as session:
+        _, trial = find_trial(session, ref, "show --provenance")
+        data, notes = trial_provenance(session, trial, ref)
+    if as_json:
+        _print_json({"trial": ref, "provenance": data, "notes": notes})
+    else:
+        reports.print_provenance(ref, data, notes, console, diff=diff)
+
+
+@app.command()
+def rerun(
+    trial: Annotated[str, typer.Argument(metavar="EXP/TRIAL", help="the trial to recreate")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Recreate a trial from its provenance (recorded code in a temporary git worktree, same
+    command, params and seeds) and compare its metrics with the recorded ones, bit for bit.
+
+    Exit status: 0 if bit-identical, 1 if it diverged (the first step and metric are named).
+    """
+    from labcoat import report as reports
+    from labcoat.runner import rerun_trial
+
+    result = rerun_trial(trial, console=Console(stderr=True))
+    if as_json:
+        _print_json(result.as_dict())
+    else:
+        reports.print_rerun(result, console)
+    if not result.identical:
+        raise typer.Exit(1)
+
+
+@app.command()
+def replay(
+    trial: Annotated[str, typer.Argument(metavar="EXP/TRIAL", help="the trial to replay")],
+    start: Annotated[int, typer.Option("--from", help="first step to probe")],
+    end: Annotated[int, typer.Option("--to", help="last step to probe")],
+    probe: Annotated[list[str] | None, typer.Option(
+        "--probe", help="activations, grad_norms, attention_entropy, update_ratios, or "
+        "MODULE:FUNCTION (repeatable; default: the four built-ins)")] = None,
+    segments: Annotated[int, typer.Option(min=1, help="split the steps into K disjoint "
+                                          "segments replayed in parallel")] = 1,
+    parallel: Annotated[int | None, typer.Option("--parallel", "-j", min=1,
+                        help="segments at a time (default: CPUs)")] = None,
+    verify: Annotated[str, typer.Option(help="the metric that must match the recorded one "
+                                        "bit for bit at every replayed step")] = "loss",
+    as_json: JsonFlag = False,
+) -> None:
+    """Hindsight logging: restore the checkpoint before --from, re-execute deterministically to
+    --to with probes attached, and keep their values once the replayed loss matched the
+    recorded loss at every step."""
+    from labcoat import report as reports
+    from labcoat.runner import replay_trial
+
+    result = replay_trial(trial, start=start, end=end, probes=probe, segments=segments,
+                          parallel=parallel, verify=verify, console=Console(stderr=True))
+    if as_json:
+        _print_json(result.as_dict())
+    else:
+        reports.print_replay(result, console)
 
 
 def _session():

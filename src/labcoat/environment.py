@@ -21,6 +21,11 @@ LABCOAT_CHECKPOINT_FAULT (chaos) checkpoint fault injection: exit-mid-write@save
 LABCOAT_JOURNAL_FAULT (chaos) torn@N: the trial dies halfway through its N-th journal record
 LABCOAT_GUARD_REFERENCE (runner) JSON file of guard profiles of clean trials of the same arm,
                              for the guard's inferred invariants (labcoat.torch.watch)
+LABCOAT_REPLAY      (replay) JSON file describing a replay segment (`labcoat replay`): the
+                             Checkpointer restores its checkpoint, attaches the probes and
+                             ends the process after its last step (labcoat.torch._replay)
+LABCOAT_REPLAY_BUDGET (user) record for replay: the Checkpointer keeps every checkpoint and
+                             saves as often as this fraction of training time allows (e.g. 0.07)
 
 Stdlib only: the trial SDK imports this.
 """
@@ -44,6 +49,8 @@ MTBF = "LABCOAT_MTBF_SECONDS"
 CHECKPOINT_FAULT = "LABCOAT_CHECKPOINT_FAULT"
 JOURNAL_FAULT = "LABCOAT_JOURNAL_FAULT"
 GUARD_REFERENCE = "LABCOAT_GUARD_REFERENCE"
+REPLAY = "LABCOAT_REPLAY"
+REPLAY_BUDGET = "LABCOAT_REPLAY_BUDGET"
 
 
 def home() -> Path:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from labcoat.report._diagnosis import diagnosis_entry, print_diagnoses, print_templates
     from labcoat.report._files import file_comparison_dict, print_file_comparison
     from labcoat.report._logs import LogLine, lines_json, print_lines, select_lines
+    from labcoat.report._reproduce import print_provenance, print_replay, print_rerun
     from labcoat.report._review import plan_dict, print_findings, print_plan
     from labcoat.report._status import (
         experiment_summary,
@@ -33,6 +34,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_diagnosis": ("diagnosis_entry", "print_diagnoses", "print_templates"),
     "_files": ("file_comparison_dict", "print_file_comparison"),
     "_logs": ("LogLine", "lines_json", "print_lines", "select_lines"),
+    "_reproduce": ("print_provenance", "print_replay", "print_rerun"),
     "_review": ("plan_dict", "print_findings", "print_plan"),
     "_status": ("experiment_summary", "goodput_line", "print_status", "status_data"),
     "_terminal": ("analysis_dict", "print_report"),

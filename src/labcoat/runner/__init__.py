@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from labcoat.runner._adhoc import ingest_adhoc
     from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
     from labcoat.runner._ingest import Progress, ingest_attempt
+    from labcoat.runner._replay import ReplayMismatch, ReplayResult, replay_trial
+    from labcoat.runner._rerun import RerunResult, rerun_trial
     from labcoat.runner._runner import Interrupted, RunSummary, run_design
     from labcoat.runner._sequential import SequentialOutcome, run_until_decisive
 
@@ -18,6 +20,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_adhoc": ("ingest_adhoc",),
     "_goodput": ("LOSSES", "Goodput", "experiment_goodput", "trial_goodput"),
     "_ingest": ("Progress", "ingest_attempt"),
+    "_replay": ("ReplayMismatch", "ReplayResult", "replay_trial"),
+    "_rerun": ("RerunResult", "rerun_trial"),
     "_runner": ("Interrupted", "RunSummary", "run_design"),
     "_sequential": ("SequentialOutcome", "run_until_decisive"),
 })

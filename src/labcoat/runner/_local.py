@@ -16,7 +16,8 @@ STDERR_NAME = "stderr.log"
 class LocalProcess:
     """A running trial attempt; stdout and stderr go to files in its run directory."""
 
-    def __init__(self, command: list[str], *, env: dict[str, str], run_dir: Path) -> None:
+    def __init__(self, command: list[str], *, env: dict[str, str], run_dir: Path,
+                 cwd: str | None = None) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.run_dir = run_dir
         with open(run_dir / STDOUT_NAME, "ab") as out, open(run_dir / STDERR_NAME, "ab") as err:
@@ -26,7 +27,7 @@ class LocalProcess:
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                cwd=os.getcwd(),
+                cwd=cwd or os.getcwd(),
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )

@@ -32,6 +32,7 @@ from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
+from labcoat.runner._provenance import ProvenanceRecorder
 from labcoat.runner._references import write_references
 from labcoat.runner._registration import register
 from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
@@ -115,6 +116,7 @@ def run_design(
                 restart = restart.model_copy(update={"retries": retries})
                 injector = Chaos(chaos_spec, chaos_seed, time.time())
             loop = _Loop(session, experiment, restart, workers, console, plain, injector)
+            loop.provenance = ProvenanceRecorder(path, design, experiment.design_hash)
             return loop.run()
     finally:
         db.close()
@@ -149,6 +151,7 @@ class _Loop:
         )
         self.threads = max(1, (os.cpu_count() or 1) // workers)
         self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
+        self.provenance: ProvenanceRecorder | None = None  # recorded at each launch
 
     def run(self) -> RunSummary:
         now = time.time()
@@ -193,10 +196,13 @@ class _Loop:
         attempt.queued_s = queued_s
         row = self.rows[trial.key]
         row.status, row.started, row.ended, row.note = "running", time.time(), None, ""
+        child = self._env(trial, attempt)
+        if self.provenance is not None:
+            store.record_provenance(self.session, attempt, self.provenance.record(
+                command=trial.command or [], params=trial.params, seed=trial.seed,
+                variables=child, cwd=os.getcwd()))
         try:
-            process = LocalProcess(
-                trial.command or [], env=self._env(trial, attempt), run_dir=run_dir
-            )
+            process = LocalProcess(trial.command or [], env=child, run_dir=run_dir)
         except OSError as e:
             program = (trial.command or ["?"])[0]
             cause = f"could not start {program!r}: {e.strerror}; check the design's `command:`"

@@ -12,10 +12,12 @@ from labcoat.store._models import (
     Event,
     Experiment,
     MetricPoint,
+    Provenance,
     Trial,
 )
 from labcoat.store._queries import (
     alerts,
+    checkpoints,
     eval_items,
     events,
     experiment_status,
@@ -26,6 +28,7 @@ from labcoat.store._queries import (
     list_experiments,
     log_lines,
     metric_points,
+    provenance,
 )
 from labcoat.store._values import ItemScores, primary_values
 from labcoat.store._write import (
@@ -35,6 +38,7 @@ from labcoat.store._write import (
     insert_alerts,
     insert_events,
     mark_checkpoints_deleted,
+    record_provenance,
     start_attempt,
     upsert_checkpoints,
     upsert_eval_items,
@@ -52,10 +56,12 @@ __all__ = [
     "Experiment",
     "ItemScores",
     "MetricPoint",
+    "Provenance",
     "Store",
     "Trial",
     "add_missing_trials",
     "alerts",
+    "checkpoints",
     "end_attempt",
     "eval_items",
     "events",
@@ -74,6 +80,8 @@ __all__ = [
     "metric_points",
     "migrate",
     "primary_values",
+    "provenance",
+    "record_provenance",
     "open_store",
     "start_attempt",
     "upsert_checkpoints",

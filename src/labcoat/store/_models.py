@@ -229,3 +229,19 @@ class Alert(Base):
     message: Mapped[str] = mapped_column(Text)
     evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     time: Mapped[float | None] = mapped_column(Float)
+
+
+class Provenance(Base):
+    """What an attempt ran with, recorded by the runner at launch: code (git commit and
+    uncommitted diff), design hash, command, params, seeds, environment, data fingerprints.
+    The shape of `recorded` is documented in `labcoat.runner._provenance`."""
+
+    __tablename__ = "provenance"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"), index=True)
+    attempt_id: Mapped[int] = mapped_column(
+        ForeignKey("attempt.id", ondelete="CASCADE"), unique=True
+    )
+    recorded: Mapped[dict[str, Any]] = mapped_column(JSON)
+    time: Mapped[float | None] = mapped_column(Float)

@@ -130,3 +130,26 @@ def log_lines(session: Session, trial_ids: Sequence[int], *, rank: int | None = 
         query = query.where(Event.rank == rank)
     return list(session.scalars(query.order_by(Event.trial_id, Event.attempt_id, Event.time,
                                                Event.stream, Event.seq)))
+
+
+def provenance(session: Session, trial: Trial) -> list[tuple[int, dict]]:
+    """(attempt number, recorded provenance) of each attempt of `trial` that has one, in order."""
+    from labcoat.store._models import Provenance
+
+    rows = session.execute(
+        select(Attempt.number, Provenance.recorded)
+        .join(Provenance, Provenance.attempt_id == Attempt.id)
+        .where(Attempt.trial_id == trial.id)
+        .order_by(Attempt.number)
+    ).all()
+    return [(number, recorded) for number, recorded in rows]
+
+
+def checkpoints(session: Session, trial: Trial) -> list:
+    """The trial's verified checkpoints that retention has not deleted, by step."""
+    from labcoat.store._models import Checkpoint
+
+    query = select(Checkpoint).where(Checkpoint.trial_id == trial.id,
+                                     Checkpoint.verified.is_(True),
+                                     Checkpoint.deleted.is_(False))
+    return list(session.scalars(query.order_by(Checkpoint.step)))

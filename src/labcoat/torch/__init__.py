@@ -20,6 +20,12 @@ NaN, replicas drifting, ...) within a step or a few:
     guard.close()
     guard.alerts                          # [Alert(step, rule, severity, message, evidence)]
 
+Replay (hindsight logging, `labcoat replay`): under ``LABCOAT_REPLAY`` the same
+Checkpointer restores the segment's checkpoint, attaches probes to the tracked
+modules and optimizers, never saves, and ends the process after the segment
+(`ReplayFinished`); ``Checkpointer(replay_budget=0.07)`` records for it. User
+probes receive a `ProbeContext`. See `_replay` and `_probes`.
+
 Importing this package imports torch; ``import labcoat`` never does.
 """
 
@@ -31,6 +37,8 @@ from labcoat.torch._guard_config import GuardConfig
 from labcoat.torch._interval import Policy, young_daly_interval
 from labcoat.torch._invariants import read_reference_file, write_reference_file
 from labcoat.torch._measure import item_hashes
+from labcoat.torch._probes import ProbeContext
+from labcoat.torch._replay import ReplayFinished
 
 __all__ = [
     "Alert",
@@ -42,6 +50,8 @@ __all__ = [
     "GuardError",
     "GuardStop",
     "Policy",
+    "ProbeContext",
+    "ReplayFinished",
     "guard_rules",
     "item_hashes",
     "load_checkpoint",

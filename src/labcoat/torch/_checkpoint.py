@@ -76,6 +76,7 @@ from labcoat.torch._interval import (
     IntervalPolicy,
     Policy,
 )
+from labcoat.torch._replay import Replay, ReplaySpec
 from labcoat.torch._snapshot import Snapshotter, check_plain
 
 CHECKPOINT_DIR_ENV = env.CHECKPOINT_DIR
@@ -102,6 +103,9 @@ class CheckpointConfig:
     asynchronous: bool = True  # write in a background thread (False: save blocks until written)
     overhead_budget: float = DEFAULT_OVERHEAD_BUDGET  # max fraction of time spent stalled saving
     mtbf_s: float = DEFAULT_MTBF_S  # mean time between failures, seconds (policy input)
+    # Record for replay (`labcoat replay`): keep every checkpoint, and save as often as this
+    # fraction of training time allows (C / interval <= replay_budget), whatever the MTBF.
+    replay_budget: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -113,6 +117,8 @@ class CheckpointConfig:
                 problems.append(f"{name}={value!r} must be None or an integer >= 1")
         if not 0 < self.overhead_budget <= 1:
             problems.append(f"overhead_budget={self.overhead_budget!r} must be in (0, 1]")
+        if self.replay_budget is not None and not 0 < self.replay_budget <= 1:
+            problems.append(f"replay_budget={self.replay_budget!r} must be None or in (0, 1]")
         if not (self.mtbf_s > 0 and math.isfinite(self.mtbf_s)):
             problems.append(f"mtbf_s={self.mtbf_s!r} must be a positive number of seconds")
         if problems:
@@ -152,19 +158,25 @@ class Checkpointer:
         asynchronous: bool = True,
         overhead_budget: float = DEFAULT_OVERHEAD_BUDGET,
         mtbf_s: float | None = None,
+        replay_budget: float | None = None,
     ) -> None:
         directory = directory or os.environ.get(CHECKPOINT_DIR_ENV) or "checkpoints"
         self.config = CheckpointConfig(
             directory=Path(directory).absolute(), keep_last=keep_last, keep_every=keep_every,
             every=every, asynchronous=asynchronous, overhead_budget=overhead_budget,
             mtbf_s=_mtbf_from_env() if mtbf_s is None else mtbf_s,
+            replay_budget=_replay_budget_from_env() if replay_budget is None else replay_budget,
         )
         self.directory = self.config.directory
         self.run = run
         self.restored_step: int | None = None  # set by restore()
         self._tracked: dict[str, tuple[str, Any]] = {}
         self._policy = IntervalPolicy(every=every, mtbf_s=self.config.mtbf_s,
-                                      overhead_budget=overhead_budget)
+                                      overhead_budget=overhead_budget,
+                                      replay_budget=self.config.replay_budget)
+        # Replay mode (LABCOAT_REPLAY, set by `labcoat replay`): see labcoat.torch._replay.
+        spec = ReplaySpec.from_env()
+        self._replay = Replay(spec, run) if spec is not None else None
         # One writer thread, kept for the run: at most one save is in flight, and while
         # none is, the snapshot borrows the thread to copy in parallel.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="labcoat-checkpoint")
@@ -212,6 +224,8 @@ class Checkpointer:
         if not self._tracked:
             raise CheckpointError("nothing to restore into: call ckpt.track(model=..., ...) first")
         self._restore_called = True
+        if self._replay is not None:
+            return self._restore_for_replay()
         skipped: list[dict[str, Any]] = []
         for step, path in reversed(_layout.list_steps(self.directory)):
             try:
@@ -242,7 +256,13 @@ class Checkpointer:
         return 0
 
     def should_save(self, step: int) -> bool:
-        """Whether to save at `step`; call it once per step (it also measures the step time)."""
+        """Whether to save at `step`; call it once per step (it also measures the step time).
+
+        In replay mode it never saves: it records the probes of `step` and ends the
+        process after the segment's last step (`ReplayFinished`)."""
+        if self._replay is not None:
+            self._replay.step_done(_check_step(step, "should_save"))
+            return False
         self._policy.saw_step(_check_step(step, "should_save"))
         return self._policy.due(step)
 
@@ -262,6 +282,8 @@ class Checkpointer:
         started = time.perf_counter()
         self._check_open("save")
         step = _check_step(step, "save")
+        if self._replay is not None:
+            return  # a replay never writes: the trial's checkpoints stay as they were
         self._wait()
         self._raise_failure()
         waited = time.perf_counter() - started
@@ -377,6 +399,8 @@ class Checkpointer:
         complete = [s for s, p in entries if s <= newest and _layout.has_manifest(p)
                     and p not in self._rejected and p not in self._foreign]
         keep = {newest, *complete[-self.config.keep_last:]}
+        if self.config.replay_budget is not None:
+            keep.update(complete)  # recorded for replay: every checkpoint is a starting point
         if self.config.keep_every:
             keep.update(s for s in complete if s % self.config.keep_every == 0)
         for step, path in entries:
@@ -394,6 +418,22 @@ class Checkpointer:
             self._rejected.discard(path)
             self._event("checkpoint.deleted", f"deleted checkpoint {path} ({reason})",
                         level="debug", step=step, path=str(path), reason=reason)
+
+    def _restore_for_replay(self) -> int:
+        """Load the replay segment's checkpoint and attach its probes (see `_replay`)."""
+        assert self._replay is not None
+        loaded = self._replay.restore_state()
+        step = 0
+        if loaded is not None:
+            state, path = loaded
+            self._apply(state, path)
+            step = state["step"]
+        self._replay.attach({name: obj for name, (_, obj) in self._tracked.items()})
+        self._event("replay.restored", f"replaying from step {step} with probes "
+                    f"{', '.join(self._replay.spec.probes)}", step=step,
+                    start=self._replay.spec.start, end=self._replay.spec.end)
+        self.restored_step = step
+        return step
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -549,6 +589,20 @@ def _check_step(step: Any, where: str) -> int:
 
 def _bad_int(value: Any, *, minimum: int) -> bool:
     return isinstance(value, bool) or not isinstance(value, int) or value < minimum
+
+
+def _replay_budget_from_env() -> float | None:
+    raw = os.environ.get(env.REPLAY_BUDGET)
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise CheckpointError(f"{env.REPLAY_BUDGET}={raw!r} must be a fraction in (0, 1], "
+                              "e.g. 0.07 for 7% of training time")
+    return value
 
 
 def _mtbf_from_env() -> float:

@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-every", type=int, default=0,
                         help="save every N steps; 0: as often as the measured save cost and the "
                              "failure rate make worthwhile (Young/Daly, at most 2%% overhead)")
+    parser.add_argument("--replay-budget", type=float, default=None, metavar="F",
+                        help="record for `labcoat replay`: keep every checkpoint and save as "
+                             "often as F of training time allows (e.g. 0.07); default: "
+                             "$LABCOAT_REPLAY_BUDGET, else off")
     parser.add_argument("--save-final", metavar="PATH",
                         help="write the final model's state_dict here (torch.save)")
     guard = parser.add_argument_group("silent-error guard (labcoat.torch.watch)")
@@ -158,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ckpt = None
                 if args.checkpoint_dir:
                     ckpt = stack.enter_context(Checkpointer(
-                        args.checkpoint_dir, run=run, every=args.checkpoint_every or None))
+                        args.checkpoint_dir, run=run, every=args.checkpoint_every or None,
+                        replay_budget=args.replay_budget))
                 result = train(cfg, run, checkpointer=ckpt, guard=guard, fault=fault,
                                echo=lambda line: print(line, flush=True))
     except GuardStop as stop:
