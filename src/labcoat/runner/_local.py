@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +15,18 @@ STDERR_NAME = "stderr.log"
 
 
 class LocalProcess:
-    """A running trial attempt; stdout and stderr go to files in its run directory."""
+    """A running trial attempt; stdout and stderr go to files in its run directory.
 
-    def __init__(self, command: list[str], *, env: dict[str, str], run_dir: Path) -> None:
+    It is also the `local` executor's trial handle (see `_executor.TrialHandle`), and
+    the ray and slurm executors run one on the machine they picked.
+    """
+
+    def __init__(self, command: list[str], *, env: dict[str, str], run_dir: Path,
+                 cwd: str | None = None) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.run_dir = run_dir
+        self.host: str | None = socket.gethostname()
+        self.lost: str | None = None  # a local process is never lost: it exits
         with open(run_dir / STDOUT_NAME, "ab") as out, open(run_dir / STDERR_NAME, "ab") as err:
             self.process = subprocess.Popen(
                 command,
@@ -26,11 +34,12 @@ class LocalProcess:
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                cwd=os.getcwd(),
+                cwd=cwd or os.getcwd(),
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
         self.pid = self.process.pid
+        self.label = f"pid {self.pid}"
 
     def poll(self) -> int | None:
         return self.process.poll()

@@ -29,13 +29,14 @@ from labcoat.errors import Interrupted, LabcoatError
 from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
+from labcoat.runner._executor import Executor, ExecutorConfig, TrialHandle, open_executor
 from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
-from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
+from labcoat.runner._local import kill_stale, stderr_tail
 from labcoat.runner._references import write_references
 from labcoat.runner._registration import register
 from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
-from labcoat.spec import Restart
+from labcoat.spec import Resources, Restart
 from labcoat.store import Attempt, Experiment, Trial
 
 POLL_SECONDS = 0.3
@@ -53,7 +54,7 @@ class RunSummary:
 class _Running:
     trial: Trial
     attempt: Attempt
-    process: LocalProcess
+    process: TrialHandle
     row: TrialRow
     hang: Hang
 
@@ -75,6 +76,7 @@ def run_design(
     amend: str | None = None,
     extra_seeds: list[int] | None = None,
     sequential: dict | None = None,
+    executor: ExecutorConfig | None = None,
 ) -> RunSummary:
     """Run every unfinished trial of the design at `design_path`.
 
@@ -82,6 +84,7 @@ def run_design(
     amend: the reason for changing a frozen analysis plan (see `_registration`).
     extra_seeds, sequential: seeds added by a sequential run beyond the design's, and its
     pre-registered rule (see `_sequential`).
+    executor: where trials run (default: local processes; see `_executor`).
     """
     path = Path(design_path)
     chaos_spec = parse_chaos(chaos) if chaos else None
@@ -92,6 +95,7 @@ def run_design(
     trials = spec.expand(design)
     workers = parallelism or design.parallelism or os.cpu_count() or 1
     console = console or Console()
+    runs_on = open_executor(executor or ExecutorConfig(), design.resources)
     db = store.open_store()
     try:
         with _experiment_lock(design.name), db.session() as session:
@@ -113,10 +117,12 @@ def run_design(
                 retries = restart.retries + chaos_spec.faults_per_trial()
                 restart = restart.model_copy(update={"retries": retries})
                 injector = Chaos(chaos_spec, chaos_seed, time.time())
-            loop = _Loop(session, experiment, restart, workers, console, plain, injector)
+            loop = _Loop(session, experiment, restart, workers, console, plain, injector,
+                         runs_on, design.resources)
             return loop.run()
     finally:
         db.close()
+        runs_on.close()
 
 
 class _Loop:
@@ -131,8 +137,11 @@ class _Loop:
         console: Console,
         plain: bool | None,
         chaos: Chaos | None = None,
+        executor: Executor | None = None,
+        resources: Resources | None = None,
     ) -> None:
         self.session = session
+        self.executor = executor or open_executor(ExecutorConfig(), None)
         self.chaos = chaos
         self.attempts_in_run: Counter[str] = Counter()
         self.experiment = experiment
@@ -147,6 +156,8 @@ class _Loop:
             f"labcoat run {experiment.name}", list(self.rows.values()), console=console, plain=plain
         )
         self.threads = max(1, (os.cpu_count() or 1) // workers)
+        if resources is not None and "cpus" in resources.model_fields_set:
+            self.threads = max(1, int(resources.cpus))  # what the executor reserved
         self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
 
     def run(self) -> RunSummary:
@@ -193,8 +204,9 @@ class _Loop:
         row = self.rows[trial.key]
         row.status, row.started, row.ended, row.note = "running", time.time(), None, ""
         try:
-            process = LocalProcess(
-                trial.command or [], env=self._env(trial, attempt), run_dir=run_dir
+            process = self.executor.launch(
+                trial.command or [], env=self._env(trial, attempt), run_dir=run_dir,
+                cwd=os.getcwd(),
             )
         except OSError as e:
             program = (trial.command or ["?"])[0]
@@ -206,7 +218,7 @@ class _Loop:
         self.session.commit()
         hang = Hang(self.restart.heartbeat_timeout, last_activity=time.time())
         self.running.append(_Running(trial, attempt, process, row, hang))
-        self.display.say(trial.key, f"started (attempt {number}, pid {process.pid})")
+        self.display.say(trial.key, f"started (attempt {number}, {process.label})")
 
     def _env(self, trial: Trial, attempt: Attempt) -> dict[str, str]:
         child = dict(os.environ)
@@ -254,6 +266,8 @@ class _Loop:
             return
         fault, key = due
         job = next(j for j in self.running if j.trial.key == key)
+        if job.process.pid is None or job.process.host != socket.gethostname():
+            return  # not started yet, or on another machine: a kill cannot reach it
         data: dict[str, object] = {"pid": job.process.pid}
         if fault == "corrupt":
             directory = _trial_dir(self.experiment, job.trial) / "checkpoints"
@@ -290,6 +304,7 @@ class _Loop:
         now = time.time()
         for job in list(self.running):
             code = job.process.poll()
+            _where(job.attempt, job.process)
             progress = ingest_attempt(self.session, job.attempt)
             capture_output(self.session, job.attempt, job.attempt.last_step)
             _show_progress(job.row, job.trial, progress)
@@ -308,8 +323,8 @@ class _Loop:
                 job.hang.timeout = progress.heartbeat_timeout
             hung = code is None and job.hang.hung(now)
             if hung:
-                code = job.process.stop(grace=2.0)
-            if code is None:
+                code = job.process.stop(grace=2.0)  # None if its executor cannot tell
+            if code is None and not hung:
                 continue
             self.running.remove(job)
             ingest_attempt(self.session, job.attempt)  # lines written while it exited
@@ -320,9 +335,8 @@ class _Loop:
             elif code == 0:
                 self._done(job)
             else:
-                self._fail(
-                    job.trial, job.attempt, job.row, code, _failure(code, job.process.run_dir)
-                )
+                cause = job.process.lost or _failure(code, job.process.run_dir)
+                self._fail(job.trial, job.attempt, job.row, code, cause)
 
     def _done(self, job: _Running) -> None:
         store.end_attempt(
@@ -375,19 +389,27 @@ class _Loop:
 
     def _stop_all(self) -> None:
         for job in self.running:
-            job.process.stop()
+            code = job.process.stop()
             ingest_attempt(self.session, job.attempt)
             capture_output(self.session, job.attempt, job.attempt.last_step)
             store.end_attempt(
                 self.session,
                 job.attempt,
-                exit_code=job.process.poll(),
+                exit_code=code,
                 cause="interrupted (labcoat run was stopped)",
                 trial_status="pending",
             )
             job.row.status = "pending"
         self.running.clear()
         self.session.commit()
+
+
+def _where(attempt: Attempt, process: TrialHandle) -> None:
+    """Record where the executor placed the trial, once it knows (Ray, Slurm)."""
+    if process.pid is not None and attempt.pid != process.pid:
+        attempt.pid = process.pid
+    if process.host is not None and attempt.host != process.host:
+        attempt.host = process.host
 
 
 def _crash_loop(trial: Trial, attempt: Attempt, code: int | None, cause: str) -> bool:

@@ -1,0 +1,193 @@
+"""The ray executor against a real local Ray head on 127.0.0.1.
+
+One experiment runs twice, with local processes and through Ray; while it runs
+in Ray, the Ray worker hosting one trial is SIGKILLed. The supervisor must
+restart that trial from its last verified checkpoint, and every trial must end
+with the same final parameters, bit for bit, and the same metrics (each point
+once) as the uninterrupted local run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import cli
+
+ray = pytest.importorskip("ray")
+torch = pytest.importorskip("torch")
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+# Ray resolves 127.0.0.1 to the machine's outward address unless told it is not
+# a cluster node; this keeps every Ray connection on the loopback interface.
+LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def ray_head():
+    """`ray start --head` on 127.0.0.1 with 2 CPUs, once per test session; its address."""
+    port = _free_port()
+    temp = Path(tempfile.mkdtemp(prefix="lc-ray-"))  # short: Ray's socket paths must fit
+    env = {**os.environ, **LOOPBACK,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    log = open(temp / "ray-start.log", "w")
+    head = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ray"), "start", "--head", "--port", str(port),
+         "--num-cpus", "2", "--include-dashboard=false", "--object-store-memory", "80000000",
+         "--disable-usage-stats", "--temp-dir", str(temp), "--block"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        while "Ray runtime started" not in (temp / "ray-start.log").read_text():
+            assert head.poll() is None, (temp / "ray-start.log").read_text()
+            assert time.time() < deadline, "ray start did not finish in 180 s"
+            time.sleep(0.2)
+        saved = {k: os.environ.get(k) for k in LOOPBACK}
+        os.environ.update(LOOPBACK)
+        yield f"127.0.0.1:{port}"
+    finally:
+        # Every process of the head (GCS, raylet, workers) is in its session: kill them
+        # by process group (`ray stop` would stop every Ray cluster on the machine).
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
+        log.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _design(root: Path, name: str, *, resources: str = "") -> tuple[Path, Path]:
+    final = root / name / "final"
+    final.mkdir(parents=True)
+    path = root / name / "design.yaml"
+    path.write_text(f"""name: {name}
+hypothesis: {{claim: c, metric: loss, direction: decrease}}
+command: "{{python}} -m labcoat.workloads.tinylm --steps 120 --width 16 --depth 1 --heads 2
+  --batch-size 16 --eval-every 60 --eval-items 5 --checkpoint-every 10 --threads 1
+  --seed {{seed}} --lr {{lr}} --save-final {{final}}/{{trial}}.pt"
+params: {{lr: 0.01, final: "{final}"}}
+arms: {{a: {{control: true}}, b: {{params: {{lr: 0.005}}}}}}
+seeds: 1
+parallelism: 2
+restart: {{retries: 2, backoff: 0.2}}
+{resources}""")
+    return path, final
+
+
+def _export(name: str, *flags: str) -> dict:
+    rows = [json.loads(x) for x in cli("export", name, *flags, check=True).stdout.splitlines()]
+    keys = [tuple(r[k] for k in r if k not in ("value", "score")) for r in rows]
+    assert len(keys) == len(set(keys)), "a point was recorded twice"
+    return {k: r.get("value", r.get("score")) for k, r in zip(keys, rows, strict=True)}
+
+
+def _saved_steps(journal: Path) -> list[int]:
+    from labcoat.sdk import read_journal
+
+    if not journal.exists():
+        return []
+    return [r["step"] for _, r in read_journal(journal).records
+            if r.get("kind") == "event" and r.get("event") == "checkpoint.saved"]
+
+
+def _trial_process(home: Path, trial: str) -> int | None:
+    """The pid of the running trial `trial` of this test's home, found by its environment."""
+    want = {f"LABCOAT_TRIAL={trial}".encode(), f"LABCOAT_HOME={home}".encode()}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = set((entry / "environ").read_bytes().split(b"\0"))
+            except OSError:
+                continue
+            if want <= environ:
+                return int(entry.name)
+    return None
+
+
+def _parent(pid: int) -> tuple[int, str]:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    ppid = int(stat.rsplit(")", 1)[1].split()[1])
+    cmdline = Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ppid, cmdline
+
+
+def test_killed_ray_worker_restarts_trial_from_checkpoint(home, tmp_path, ray_head):
+    local, local_final = _design(tmp_path, "local")
+    cli("run", str(local), check=True)
+
+    remote, remote_final = _design(tmp_path, "ray")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "labcoat.cli", "run", str(remote), "--plain",
+         "--executor", "ray", "--address", ray_head],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    journal = home / "runs" / "ray" / "a-s0" / "attempt-1" / "journal.jsonl"
+    deadline = time.time() + 240
+    while len(_saved_steps(journal)) < 2:  # two verified checkpoints, then the kill
+        assert runner.poll() is None, runner.communicate()[0]
+        assert time.time() < deadline, "trial a-s0 saved no checkpoint through Ray in 240 s"
+        time.sleep(0.05)
+    trial = _trial_process(home, "a-s0")
+    assert trial is not None, "trial a-s0 is not running on this machine"
+    worker, cmdline = _parent(trial)
+    assert "TrialActor" in cmdline, cmdline  # the trial runs inside a Ray worker
+    os.kill(worker, signal.SIGKILL)
+    out, _ = runner.communicate(timeout=300)
+    assert runner.returncode == 0, out
+    assert "2 trial(s) finished now" in out
+    assert "Ray worker" in out
+
+    for name in ("a-s0", "b-s0"):
+        expected = torch.load(local_final / f"{name}.pt", weights_only=True)
+        found = torch.load(remote_final / f"{name}.pt", weights_only=True)
+        assert expected.keys() == found.keys()
+        for key in expected:
+            assert torch.equal(expected[key], found[key]), f"{name}: {key} differs"
+    assert _export("ray") == _export("local")
+    assert _export("ray", "--items") == _export("local", "--items")
+
+    shown = json.loads(cli("show", "ray", "--json", check=True).stdout)
+    attempts = {t["key"]: t["attempts"] for t in shown["trials"]}
+    assert attempts == {"a-s0": 2, "b-s0": 1}, attempts
+    second = home / "runs" / "ray" / "a-s0" / "attempt-2" / "journal.jsonl"
+    from labcoat.sdk import read_journal
+
+    restored = [r for _, r in read_journal(second).records
+                if r.get("kind") == "event" and r.get("event") == "checkpoint.restored"]
+    assert restored and restored[0]["step"] >= 20  # resumed, not started over
+
+
+def test_ray_refuses_resources_no_node_has(home, tmp_path, ray_head):
+    path, _ = _design(tmp_path, "big", resources="resources: {cpus: 64, memory: 1GB}\n")
+    result = cli("run", str(path), "--executor", "ray", "--address", ray_head)
+    assert result.returncode != 0
+    assert "cpus=64" in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_ray_address_with_no_cluster_says_how_to_start_one(home, tmp_path):
+    path, _ = _design(tmp_path, "nobody")
+    port = _free_port()
+    result = cli("run", str(path), "--executor", "ray", "--address", f"127.0.0.1:{port}")
+    assert result.returncode != 0
+    message = result.stderr + result.stdout
+    assert f"ray start --head --port {port}" in message
+    assert "Traceback" not in result.stderr

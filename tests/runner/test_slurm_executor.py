@@ -1,0 +1,100 @@
+"""The slurm executor, through submitit: jobs run with submitit's local executor
+(no Slurm cluster here), and the sbatch script it would submit is checked
+against Slurm's own option names."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import cli, fake_design
+from labcoat.errors import LabcoatError
+from labcoat.spec import Resources
+
+submitit = pytest.importorskip("submitit")
+
+
+def _export(name: str) -> dict:
+    rows = [json.loads(x) for x in cli("export", name, check=True).stdout.splitlines()]
+    keys = [(r["trial"], r["name"], r["step"]) for r in rows]
+    assert len(keys) == len(set(keys)), "a point was recorded twice"
+    return {k: r["value"] for k, r in zip(keys, rows, strict=True)}
+
+
+def _job_process(home: Path, trial: str) -> int | None:
+    """The submitit job process running trial `trial`: the parent of the trial process."""
+    want = {f"LABCOAT_TRIAL={trial}".encode(), f"LABCOAT_HOME={home}".encode()}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = set((entry / "environ").read_bytes().split(b"\0"))
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if want <= environ:
+                return int(stat.rsplit(")", 1)[1].split()[1])
+    return None
+
+
+def test_slurm_jobs_run_an_experiment_and_a_killed_job_restarts(home, tmp_path):
+    """The experiment runs as submitit jobs; the job of one trial is SIGKILLed mid-trial:
+    one lost attempt, restarted as a new job, and the metrics equal a local run's."""
+    local = fake_design(tmp_path / "local", name="local", steps=10, sleep=0.2, seeds=1)
+    cli("run", str(local), check=True)
+    design = fake_design(tmp_path / "jobs", name="jobs", steps=10, sleep=0.2, seeds=1)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "labcoat.cli", "run", str(design), "--plain",
+         "--executor", "slurm", "--slurm", "cluster=local"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    deadline = time.time() + 120
+    job = None
+    while job is None:
+        assert runner.poll() is None, runner.communicate()[0]
+        assert time.time() < deadline, "trial base-s0 did not start in 120 s"
+        job = _job_process(home, "base-s0")
+        time.sleep(0.05)
+    cmdline = Path(f"/proc/{job}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    assert "submitit" in cmdline, cmdline  # the trial runs inside a submitit job
+    os.kill(job, signal.SIGKILL)
+    out, _ = runner.communicate(timeout=300)
+    assert runner.returncode == 0, out
+    assert "slurm job" in out and "2 trial(s) finished now" in out
+    assert "lost: slurm job" in out
+
+    shown = json.loads(cli("show", "jobs", "--json", check=True).stdout)
+    attempts = {t["key"]: t["attempts"] for t in shown["trials"]}
+    assert attempts == {"base-s0": 2, "better-s0": 1}, attempts
+    points = _export("jobs")
+    assert points == _export("local")
+    assert len(points) == 2 * 10  # 2 trials x 10 loss points, each once
+    # each attempt was its own submitit job, which left its folder
+    assert list((home / "runs" / "jobs" / "better-s0" / "attempt-1" / "submitit").glob(
+        "*_result.pkl"))
+
+
+def test_sbatch_script_asks_for_the_design_resources(tmp_path):
+    from labcoat.runner._slurm import SlurmExecutor, slurm_parameters
+
+    resources = Resources(cpus=2.5, gpus=1, memory="1.5GiB", time_minutes=90)
+    parameters = slurm_parameters(resources, "gpu", {"account": "ml", "qos": "high"})
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    script = _make_sbatch_string(command="python -c pass", folder=tmp_path, **parameters)
+    for line in ("#SBATCH --cpus-per-task=3", "#SBATCH --gpus-per-node=1",
+                 "#SBATCH --mem=1536M", "#SBATCH --time=90", "#SBATCH --partition=gpu",
+                 "#SBATCH --account=ml", "#SBATCH --qos=high"):
+        assert line in script, line
+
+    with pytest.raises(LabcoatError, match="whole number"):
+        slurm_parameters(Resources(gpus=0.5), None, {})
+    with pytest.raises(LabcoatError, match="colour"):
+        SlurmExecutor(Resources(), partition=None, settings={"colour": "red", "cluster": "local"})
+    with pytest.raises(LabcoatError, match="sbatch"):
+        SlurmExecutor(Resources(), partition="gpu", settings={})  # no Slurm on this machine
