@@ -46,9 +46,9 @@ def _job_process(home: Path, trial: str) -> int | None:
 def test_slurm_jobs_run_an_experiment_and_a_killed_job_restarts(home, tmp_path):
     """The experiment runs as submitit jobs; the job of one trial is SIGKILLed mid-trial:
     one lost attempt, restarted as a new job, and the metrics equal a local run's."""
-    local = fake_design(tmp_path / "local", name="local", steps=10, sleep=0.2, seeds=1)
+    local = fake_design(tmp_path / "local", name="local", steps=8, sleep=0.15, seeds=1)
     cli("run", str(local), check=True)
-    design = fake_design(tmp_path / "jobs", name="jobs", steps=10, sleep=0.2, seeds=1)
+    design = fake_design(tmp_path / "jobs", name="jobs", steps=8, sleep=0.15, seeds=1)
     runner = subprocess.Popen(
         [sys.executable, "-m", "labcoat.cli", "run", str(design), "--plain",
          "--executor", "slurm", "--slurm", "cluster=local"],
@@ -73,7 +73,7 @@ def test_slurm_jobs_run_an_experiment_and_a_killed_job_restarts(home, tmp_path):
     assert attempts == {"base-s0": 2, "better-s0": 1}, attempts
     points = _export("jobs")
     assert points == _export("local")
-    assert len(points) == 2 * 10  # 2 trials x 10 loss points, each once
+    assert len(points) == 2 * 8  # 2 trials x 8 loss points, each once
     # each attempt was its own submitit job, which left its folder
     assert list((home / "runs" / "jobs" / "better-s0" / "attempt-1" / "submitit").glob(
         "*_result.pkl"))

@@ -261,13 +261,15 @@ class _Loop:
     def _inject(self) -> None:
         """A periodic chaos fault, if one is due: kill a trial, or corrupt its newest
         checkpoint and kill it."""
-        due = self.chaos.due(time.time(), [job.trial.key for job in self.running])
+        # A kill reaches only trials started on this machine (the local executor's, or a
+        # Ray or Slurm trial that landed here).
+        here = [job.trial.key for job in self.running
+                if job.process.pid is not None and job.process.host == socket.gethostname()]
+        due = self.chaos.due(time.time(), here)
         if due is None:
             return
         fault, key = due
         job = next(j for j in self.running if j.trial.key == key)
-        if job.process.pid is None or job.process.host != socket.gethostname():
-            return  # not started yet, or on another machine: a kill cannot reach it
         data: dict[str, object] = {"pid": job.process.pid}
         if fault == "corrupt":
             directory = _trial_dir(self.experiment, job.trial) / "checkpoints"

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labcoat import environment
 from labcoat.errors import LabcoatError
 from labcoat.runner._executor import LOST, TrialHandle, missing_extra
 from labcoat.runner._local import LocalProcess
@@ -86,11 +87,12 @@ class SlurmExecutor:
     def launch(self, command: list[str], *, env: dict[str, str], run_dir: Path,
                cwd: str) -> TrialHandle:
         run_dir.mkdir(parents=True, exist_ok=True)
-        executor = self._executor(run_dir / "submitit")
+        name = f"labcoat-{env.get(environment.EXPERIMENT, '')}-{env.get(environment.TRIAL, '')}"
+        executor = self._executor(run_dir / "submitit", name)
         job = executor.submit(run_trial_job, command, env, str(run_dir), cwd)
         return SlurmTrial(job, run_dir, result_grace=RESULT_GRACE[self.cluster])
 
-    def _executor(self, folder: Path) -> Any:
+    def _executor(self, folder: Path, name: str) -> Any:
         if self.cluster == "local":
             executor = self.submitit.LocalExecutor(folder=folder)
             executor.update_parameters(
@@ -98,7 +100,7 @@ class SlurmExecutor:
                     "gpus_per_node", 0))
             return executor
         executor = self.submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
-        executor.update_parameters(**self.parameters)
+        executor.update_parameters(**{"job_name": name, **self.parameters})
         return executor
 
     def close(self) -> None:
@@ -168,7 +170,6 @@ def slurm_parameters(resources: Resources, partition: str | None,
     parameters: dict[str, Any] = {
         "cpus_per_task": math.ceil(resources.cpus),
         "time": math.ceil(resources.time_minutes or DEFAULT_MINUTES),
-        "job_name": "labcoat",
     }
     if resources.gpus:
         parameters["gpus_per_node"] = int(resources.gpus)

@@ -1,0 +1,53 @@
+"""Choosing an executor: each bad choice or missing piece is one clear LabcoatError."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from helpers import cli, fake_design
+from labcoat.errors import LabcoatError
+from labcoat.runner import ExecutorConfig, parse_settings
+from labcoat.runner._executor import LocalExecutor, open_executor
+
+
+def test_local_is_the_default():
+    assert isinstance(open_executor(ExecutorConfig(), None), LocalExecutor)
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(name="kubernetes"), "choose local, ray, slurm"),
+    (dict(name="ray"), "--address HOST:PORT"),
+    (dict(name="local", address="127.0.0.1:6379"), "needs --executor ray"),
+    (dict(name="ray", address="h:1", partition="gpu"), "need --executor slurm"),
+    (dict(name="local", slurm={"account": "ml"}), "need --executor slurm"),
+])
+def test_bad_choices(config, message):
+    with pytest.raises(LabcoatError, match=message):
+        ExecutorConfig(**config)
+
+
+def test_slurm_settings_are_key_value_pairs():
+    assert parse_settings(["account=ml", "qos = high", "constraint=a100|h100"]) == {
+        "account": "ml", "qos": "high", "constraint": "a100|h100"}
+    with pytest.raises(LabcoatError, match="KEY=VALUE"):
+        parse_settings(["account"])
+
+
+def test_missing_packages_name_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails
+    monkeypatch.setitem(sys.modules, "submitit", None)
+    with pytest.raises(LabcoatError, match=r"labcoat\[ray\]"):
+        open_executor(ExecutorConfig(name="ray", address="127.0.0.1:1"), None)
+    with pytest.raises(LabcoatError, match=r"labcoat\[slurm\]"):
+        open_executor(ExecutorConfig(name="slurm"), None)
+
+
+def test_cli_names_the_bad_executor(home, tmp_path):
+    design = fake_design(tmp_path)
+    result = cli("run", str(design), "--executor", "mpi")
+    assert result.returncode != 0
+    assert "'mpi' is not an executor; choose local, ray, slurm" in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+    assert not (home / "runs" / "fake").exists()  # refused before anything ran
