@@ -4,7 +4,6 @@ against Slurm's own option names."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,11 +20,25 @@ from labcoat.spec import Resources
 submitit = pytest.importorskip("submitit")
 
 
-def _export(name: str) -> dict:
-    rows = [json.loads(x) for x in cli("export", name, check=True).stdout.splitlines()]
-    keys = [(r["trial"], r["name"], r["step"]) for r in rows]
-    assert len(keys) == len(set(keys)), "a point was recorded twice"
-    return {k: r["value"] for k, r in zip(keys, rows, strict=True)}
+def _recorded(experiment: str) -> tuple[dict, dict, dict]:
+    """(metric points, eval items, attempts per trial) in the store; each key once."""
+    from labcoat import store
+
+    db = store.open_store()
+    try:
+        with db.session() as session:
+            found = store.find_experiment(session, experiment)
+            key = {t.id: t.key for t in found.trials}
+            points = [((key[p.trial_id], p.name, p.step), p.value)
+                      for p in store.metric_points(session, list(key))]
+            items = [((key[i.trial_id], i.step, i.task, i.item), i.score)
+                     for i in store.eval_items(session, list(key))]
+            attempts = {t.key: len(t.attempts) for t in found.trials}
+    finally:
+        db.close()
+    for rows in (points, items):
+        assert len(rows) == len(dict(rows)), "a point was recorded twice"
+    return dict(points), dict(items), attempts
 
 
 def _job_process(home: Path, trial: str) -> int | None:
@@ -68,11 +81,9 @@ def test_slurm_jobs_run_an_experiment_and_a_killed_job_restarts(home, tmp_path):
     assert "slurm job" in out and "2 trial(s) finished now" in out
     assert "lost: slurm job" in out
 
-    shown = json.loads(cli("show", "jobs", "--json", check=True).stdout)
-    attempts = {t["key"]: t["attempts"] for t in shown["trials"]}
+    points, items, attempts = _recorded("jobs")
     assert attempts == {"base-s0": 2, "better-s0": 1}, attempts
-    points = _export("jobs")
-    assert points == _export("local")
+    assert (points, items) == _recorded("local")[:2]
     assert len(points) == 2 * 8  # 2 trials x 8 loss points, each once
     # each attempt was its own submitit job, which left its folder
     assert list((home / "runs" / "jobs" / "better-s0" / "attempt-1" / "submitit").glob(
