@@ -61,3 +61,15 @@ def test_resources_refuse_nonsense():
         Resources(time_minutes=0)
     with pytest.raises(ValueError):
         Resources(disk="1GB")  # unknown keys are refused, not ignored
+
+
+def test_a_design_without_resources_keeps_its_hash():
+    """Hashes stored for experiments registered before `resources:` existed stay valid:
+    this design hashed to this value before the section was added (labcoat at b4c19df)."""
+    from labcoat.spec import design_hash, parse_design
+
+    text = DESIGN.split("resources:")[0]
+    design = parse_design(text)
+    assert design_hash(design) == (
+        "7732fcbbaeeee97597c8875e49bffb25d93bd00e3ec6cd83478a7e5f352bfd9d")
+    assert design_hash(parse_design(DESIGN % "1GB")) != design_hash(design)
