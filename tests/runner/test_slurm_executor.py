@@ -109,3 +109,32 @@ def test_sbatch_script_asks_for_the_design_resources(tmp_path):
         SlurmExecutor(Resources(), partition=None, settings={"colour": "red", "cluster": "local"})
     with pytest.raises(LabcoatError, match="sbatch"):
         SlurmExecutor(Resources(), partition="gpu", settings={})  # no Slurm on this machine
+
+
+def test_a_refused_submission_fails_the_trial_with_sbatch_message(home, tmp_path, monkeypatch):
+    """A stand-in `sbatch` (no Slurm here) keeps the script it was given and refuses it,
+    as sbatch does for an unknown partition."""
+    bin_dir, kept = tmp_path / "bin", tmp_path / "kept"
+    bin_dir.mkdir()
+    kept.mkdir()
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\ncp "$1" {kept}/\n'
+        'echo "sbatch: error: invalid partition specified: nope" >&2\nexit 1\n')
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")  # submitit looks for it
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    design = fake_design(tmp_path, name="refused", seeds=1)
+    (tmp_path / "design.yaml").write_text((tmp_path / "design.yaml").read_text()
+                                          + "resources: {cpus: 2, memory: 1GB}\n")
+    result = cli("run", str(design), "--plain", "--executor", "slurm", "--partition", "nope",
+                 "--slurm", "account=ml")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "sbatch refused the job: sbatch: error: invalid partition specified: nope" in (
+        " ".join(result.stdout.split()))
+    assert "Traceback" not in result.stderr
+    scripts = [p.read_text() for p in kept.iterdir()]
+    assert len(scripts) == 2  # one job per trial, none retried
+    for line in ("#SBATCH --partition=nope", "#SBATCH --account=ml", "#SBATCH --cpus-per-task=2",
+                 "#SBATCH --mem=954M", "#SBATCH --job-name=labcoat-refused-"):
+        assert all(line in script for script in scripts), line

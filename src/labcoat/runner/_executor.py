@@ -33,6 +33,11 @@ EXECUTORS = ("local", "ray", "slurm")
 LOST = -int(signal.SIGKILL)
 
 
+class LaunchError(LabcoatError):
+    """The executor refused to start a trial (e.g. sbatch rejected the job): the attempt
+    fails with this message and is not retried."""
+
+
 class TrialHandle(Protocol):
     """One running trial attempt, as the supervisor sees it."""
 
@@ -54,7 +59,8 @@ class Executor(Protocol):
 
     def launch(self, command: list[str], *, env: dict[str, str], run_dir: Path,
                cwd: str) -> TrialHandle:
-        """Start `command` with exactly `env`, output to `run_dir`; return at once."""
+        """Start `command` with exactly `env`, output to `run_dir`; return at once.
+        Raises OSError (the program cannot be started) or LaunchError."""
 
     def close(self) -> None:
         """Release the executor's connections (running trials are stopped first)."""

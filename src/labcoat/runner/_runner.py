@@ -29,7 +29,13 @@ from labcoat.errors import Interrupted, LabcoatError
 from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
-from labcoat.runner._executor import Executor, ExecutorConfig, TrialHandle, open_executor
+from labcoat.runner._executor import (
+    Executor,
+    ExecutorConfig,
+    LaunchError,
+    TrialHandle,
+    open_executor,
+)
 from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import kill_stale, stderr_tail
@@ -212,6 +218,9 @@ class _Loop:
             program = (trial.command or ["?"])[0]
             cause = f"could not start {program!r}: {e.strerror}; check the design's `command:`"
             self._fail(trial, attempt, row, None, cause, retry=False)
+            return
+        except LaunchError as e:
+            self._fail(trial, attempt, row, None, str(e), retry=False)
             return
         attempt.pid = process.pid
         self._record_injected(trial, attempt)

@@ -27,7 +27,7 @@ from typing import Any
 
 from labcoat import environment
 from labcoat.errors import LabcoatError
-from labcoat.runner._executor import LOST, TrialHandle, missing_extra
+from labcoat.runner._executor import LOST, LaunchError, TrialHandle, missing_extra
 from labcoat.runner._local import LocalProcess
 from labcoat.spec import Resources
 
@@ -89,7 +89,12 @@ class SlurmExecutor:
         run_dir.mkdir(parents=True, exist_ok=True)
         name = f"labcoat-{env.get(environment.EXPERIMENT, '')}-{env.get(environment.TRIAL, '')}"
         executor = self._executor(run_dir / "submitit", name)
-        job = executor.submit(run_trial_job, command, env, str(run_dir), cwd)
+        try:
+            job = executor.submit(run_trial_job, command, env, str(run_dir), cwd)
+        except (self.submitit.core.utils.FailedJobError,
+                self.submitit.core.utils.FailedSubmissionError, OSError) as e:
+            raise LaunchError(f"sbatch refused the job: {_first_line(e)}; check --partition "
+                              "and --slurm settings") from None
         return SlurmTrial(job, run_dir, result_grace=RESULT_GRACE[self.cluster])
 
     def _executor(self, folder: Path, name: str) -> Any:
