@@ -138,3 +138,22 @@ def test_a_refused_submission_fails_the_trial_with_sbatch_message(home, tmp_path
     for line in ("#SBATCH --partition=nope", "#SBATCH --account=ml", "#SBATCH --cpus-per-task=2",
                  "#SBATCH --mem=954M", "#SBATCH --job-name=labcoat-refused-"):
         assert all(line in script for script in scripts), line
+
+
+def test_jobs_of_a_dead_runner_are_cancelled(tmp_path, monkeypatch):
+    """A runner that died left its attempt's job running; the next runner scancels it
+    (stand-in sbatch/srun/scancel that record their arguments)."""
+    from labcoat.runner._slurm import SlurmExecutor
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "srun", "scancel"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho {tool} "$@" >> {calls}\n')
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    run_dir = tmp_path / "attempt-1"
+    (run_dir / "submitit").mkdir(parents=True)
+    (run_dir / "submitit" / "4242_submitted.pkl").write_bytes(b"")
+    (run_dir / "submitit" / "4242_0_log.out").write_text("")
+    SlurmExecutor(Resources(), partition=None, settings={}).abandon(run_dir)
+    assert calls.read_text().split("\n") == ["scancel 4242", ""]

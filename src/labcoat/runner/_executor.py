@@ -62,6 +62,9 @@ class Executor(Protocol):
         """Start `command` with exactly `env`, output to `run_dir`; return at once.
         Raises OSError (the program cannot be started) or LaunchError."""
 
+    def abandon(self, run_dir: Path) -> None:
+        """Stop what may still run an attempt whose runner died (its run directory)."""
+
     def close(self) -> None:
         """Release the executor's connections (running trials are stopped first)."""
 
@@ -130,6 +133,9 @@ class LocalExecutor:
     def launch(self, command: list[str], *, env: dict[str, str], run_dir: Path,
                cwd: str) -> TrialHandle:
         return LocalProcess(command, env=env, run_dir=run_dir, cwd=cwd)
+
+    def abandon(self, run_dir: Path) -> None:
+        pass  # the trial died with its runner (parent-death signal), or kill_stale ends it
 
     def close(self) -> None:
         pass

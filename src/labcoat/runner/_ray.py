@@ -93,6 +93,9 @@ class RayExecutor:
         first = actor.start.remote(command, env, str(run_dir), cwd, self.resources.gpus > 0)
         return RayTrial(self.ray, actor, first, run_dir)
 
+    def abandon(self, run_dir: Path) -> None:
+        pass  # Ray ended the actors of the runner that died, and their trials with them
+
     def close(self) -> None:
         self.ray.shutdown()
 

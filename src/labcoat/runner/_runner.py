@@ -115,7 +115,7 @@ def run_design(
                 sequential=sequential,
             )
             store.add_missing_trials(session, experiment, trials)
-            _recover_stale(session, experiment)
+            _recover_stale(session, experiment, runs_on)
             session.commit()
             restart = design.restart
             injector = None
@@ -469,7 +469,7 @@ def _failure(code: int, run_dir: Path) -> str:
     return f"{cause}: {tail}" if tail else cause
 
 
-def _recover_stale(session: Session, experiment: Experiment) -> None:
+def _recover_stale(session: Session, experiment: Experiment, executor: Executor) -> None:
     """Close attempts left open by a runner that was killed, keeping their journals."""
     for trial in experiment.trials:
         attempt = store.last_attempt(trial)
@@ -477,6 +477,8 @@ def _recover_stale(session: Session, experiment: Experiment) -> None:
             continue
         if attempt.pid and attempt.host == socket.gethostname():
             kill_stale(attempt.pid, journal_path(attempt))
+        if attempt.run_dir:
+            executor.abandon(Path(attempt.run_dir))
         progress = ingest_attempt(session, attempt)
         capture_output(session, attempt, attempt.last_step)
         if progress.finish_status == "done":

@@ -21,6 +21,7 @@ import math
 import os
 import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,14 @@ class SlurmExecutor:
         executor = self.submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
         executor.update_parameters(**{"job_name": name, **self.parameters})
         return executor
+
+    def abandon(self, run_dir: Path) -> None:
+        """Cancel the Slurm jobs of an attempt whose runner died: they would run on beside
+        the trial's restart, writing to the same checkpoint directory."""
+        jobs = sorted(p.name.split("_")[0] for p in (run_dir / "submitit").glob("*_submitted.pkl"))
+        if self.cluster == "slurm" and jobs:
+            subprocess.run(["scancel", *jobs], check=False, capture_output=True)
+        # cluster=local: the job's trial runs on this machine, where kill_stale ends it
 
     def close(self) -> None:
         pass
