@@ -157,3 +157,24 @@ def test_jobs_of_a_dead_runner_are_cancelled(tmp_path, monkeypatch):
     (run_dir / "submitit" / "4242_0_log.out").write_text("")
     SlurmExecutor(Resources(), partition=None, settings={}).abandon(run_dir)
     assert calls.read_text().split("\n") == ["scancel 4242", ""]
+
+
+def test_a_program_a_job_or_actor_cannot_start_is_exit_127_with_the_reason(tmp_path):
+    """Inside a Slurm job or a Ray actor the supervisor cannot catch the OSError itself:
+    the trial reports exit 127 and says why in its stderr, so the failure reads like the
+    local executor's and the crash-loop rule stops the retries."""
+    from labcoat.runner._local import stderr_tail
+    from labcoat.runner._ray import TrialActor
+    from labcoat.runner._slurm import run_trial_job
+
+    command = ["/no/such/python", "train.py"]
+    job_dir, actor_dir = tmp_path / "job", tmp_path / "actor"
+    assert run_trial_job(command, dict(os.environ), str(job_dir), str(tmp_path)) == 127
+    actor = TrialActor()
+    pid, _, code = actor.start(command, dict(os.environ), str(actor_dir), str(tmp_path), False)
+    assert (pid, code) == (None, 127)
+    assert actor.stop(1.0) == 127
+    for run_dir in (job_dir, actor_dir):
+        tail = stderr_tail(run_dir)
+        assert "could not start '/no/such/python'" in tail
+        assert "No such file or directory" in tail

@@ -85,6 +85,20 @@ def kill_stale(pid: int, journal: Path) -> bool:
     return True
 
 
+CANNOT_START = 127  # the shell's exit status for a command it cannot run
+
+
+def cannot_start(run_dir: Path, command: list[str], error: OSError) -> int:
+    """On a remote executor: explain in the attempt's stderr why its program did not start,
+    and return the exit status to report (the supervisor's crash-loop rule then stops
+    retrying the same failure)."""
+    program = command[0] if command else "?"
+    with open(run_dir / STDERR_NAME, "a", encoding="utf-8") as f:
+        f.write(f"could not start {program!r} on {socket.gethostname()}: "
+                f"{error.strerror or error}; check the design's `command:`\n")
+    return CANNOT_START
+
+
 def stderr_tail(run_dir: Path, lines: int = 5) -> str:
     """The last lines of an attempt's stderr, for failure messages."""
     try:

@@ -24,7 +24,7 @@ from typing import Any
 
 from labcoat.errors import LabcoatError
 from labcoat.runner._executor import LOST, TrialHandle, missing_extra
-from labcoat.runner._local import LocalProcess
+from labcoat.runner._local import LocalProcess, cannot_start
 from labcoat.spec import Resources
 
 CONNECT_TIMEOUT = 5.0
@@ -44,18 +44,24 @@ class TrialActor:
         env = dict(env)
         if gpus and "CUDA_VISIBLE_DEVICES" in os.environ:
             env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]  # Ray's choice
-        self.process = LocalProcess(command, env=env, run_dir=Path(run_dir), cwd=cwd)
+        try:
+            self.process: LocalProcess | None = LocalProcess(
+                command, env=env, run_dir=Path(run_dir), cwd=cwd)
+        except OSError as e:
+            self.process, self.code = None, cannot_start(Path(run_dir), command, e)
         return self.poll()
 
-    def poll(self) -> tuple[int, str, int | None]:
+    def poll(self) -> tuple[int | None, str, int | None]:
         """(trial pid, host, exit code or None)."""
+        if self.process is None:
+            return None, socket.gethostname(), self.code
         return self.process.pid, socket.gethostname(), self.process.poll()
 
     def worker_pid(self) -> int:
         return os.getpid()
 
-    def stop(self, grace: float) -> int:
-        return self.process.stop(grace)
+    def stop(self, grace: float) -> int | None:
+        return self.code if self.process is None else self.process.stop(grace)
 
 
 class RayExecutor:

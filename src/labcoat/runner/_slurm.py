@@ -29,7 +29,7 @@ from typing import Any
 from labcoat import environment
 from labcoat.errors import LabcoatError
 from labcoat.runner._executor import LOST, LaunchError, TrialHandle, missing_extra
-from labcoat.runner._local import LocalProcess
+from labcoat.runner._local import LocalProcess, cannot_start
 from labcoat.spec import Resources
 
 CLUSTERS = ("slurm", "local")
@@ -47,7 +47,10 @@ def run_trial_job(command: list[str], env: dict[str, str], run_dir: str, cwd: st
     for var in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID"):  # set by Slurm for this job
         if var in os.environ:
             env[var] = os.environ[var]
-    process = LocalProcess(command, env=env, run_dir=Path(run_dir), cwd=cwd)
+    try:
+        process = LocalProcess(command, env=env, run_dir=Path(run_dir), cwd=cwd)
+    except OSError as e:
+        return cannot_start(Path(run_dir), command, e)
     where = {"pid": process.pid, "host": socket.gethostname()}
     (Path(run_dir) / WHERE_NAME).write_text(json.dumps(where), encoding="utf-8")
     try:
