@@ -51,3 +51,17 @@ def test_cli_names_the_bad_executor(home, tmp_path):
     assert "'mpi' is not an executor; choose local, ray, slurm" in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
     assert not (home / "runs" / "fake").exists()  # refused before anything ran
+
+
+def test_a_trial_the_executor_lost_counts_as_a_failure():
+    """A dead Ray worker or Slurm job is a failure for the MTBF (checkpoint interval) and
+    for diagnose, unlike the runner's own stop ("lost (labcoat run was stopped ...)")."""
+    from labcoat.diagnose import cause_of_end
+    from labcoat.runner._restart import is_failure
+
+    for cause in ("worker lost: the Ray worker running it on n7 died (The actor died "
+                  "unexpectedly before finishing this task.)",
+                  "job lost: slurm job 42 ended without a result (FINISHED: no output)"):
+        assert is_failure(cause)
+        assert cause_of_end(cause, -9).cause == "signal"
+    assert not is_failure("lost (labcoat run was stopped while it ran)")

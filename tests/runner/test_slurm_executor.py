@@ -78,7 +78,7 @@ def test_slurm_jobs_run_an_experiment_and_a_killed_job_restarts(home, tmp_path):
     out, _ = runner.communicate(timeout=300)
     assert runner.returncode == 0, out
     assert "slurm job" in out and "2 trial(s) finished now" in out
-    assert "lost: slurm job" in out
+    assert "job lost: slurm job" in out
 
     points, items, attempts = _recorded("jobs")
     assert attempts == {"base-s0": 2, "better-s0": 1}, attempts

@@ -45,7 +45,9 @@ class TrialHandle(Protocol):
     pid: int | None  # the trial's process id on `host`, once known
     host: str | None  # the machine it runs on, once known
     label: str  # how the display names it: "pid 123", "slurm job 42"
-    lost: str | None  # why the executor lost it, when poll() returned LOST
+    # why the executor lost it, when poll() returned LOST: "worker lost: ..." or "job lost:
+    # ..." (a failure; not "lost (...)", which is the runner's own stop)
+    lost: str | None
 
     def poll(self) -> int | None:
         """The exit code once the trial ended (LOST if the executor lost it), else None."""

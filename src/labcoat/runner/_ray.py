@@ -131,7 +131,7 @@ class RayTrial:
             self.pid, self.host, code = self.ray.get(ref)
         except self.ray.exceptions.RayError as e:
             where = f" on {self.host}" if self.host else ""
-            self.lost = f"lost: the Ray worker running it{where} died ({_first_line(e)})"
+            self.lost = f"worker lost: the Ray worker running it{where} died ({_brief(e)})"
             code = LOST
         if code is not None:
             self._finish(code)
@@ -221,6 +221,12 @@ def _check_workers_import_labcoat(ray: Any, address: str) -> None:
 def _first_line(error: BaseException) -> str:
     lines = _plain(error).splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def _brief(error: BaseException, limit: int = 160) -> str:
+    """Ray's first line, without the actor ids and reprs it appends."""
+    line = re.split(r"\s+\S*ray::|\s+\(pid=", _first_line(error))[0].rstrip(" ,")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def _last_line(error: BaseException) -> str:

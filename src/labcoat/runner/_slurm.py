@@ -152,7 +152,7 @@ class SlurmTrial:
         try:
             self.code = int(self.job.result())
         except Exception as e:  # noqa: BLE001 - submitit raises its own errors for lost jobs
-            self.lost = (f"lost: slurm job {self.job.job_id} ended without a result "
+            self.lost = (f"job lost: slurm job {self.job.job_id} ended without a result "
                          f"({self.job.state}: {_first_line(e)})")
             self.code = LOST
         return self.code
