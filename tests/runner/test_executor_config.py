@@ -65,3 +65,21 @@ def test_a_trial_the_executor_lost_counts_as_a_failure():
         assert is_failure(cause)
         assert cause_of_end(cause, -9).cause == "signal"
     assert not is_failure("lost (labcoat run was stopped while it ran)")
+
+
+def test_local_trials_get_as_many_threads_as_resources_cpus(home, tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    seen, script = tmp_path / "threads.txt", tmp_path / "threads.py"
+    script.write_text(f"import os\nopen({str(seen)!r}, 'a').write(os.environ['OMP_NUM_THREADS'] "
+                      "+ ' ')\n")
+    design = tmp_path / "design.yaml"
+    design.write_text(f"""name: threads
+hypothesis: {{claim: c, metric: loss, direction: decrease}}
+command: "{{python}} {script} {{seed}}"
+arms: {{a: {{control: true}}, b: {{params: {{}}}}}}
+seeds: 1
+parallelism: 2
+resources: {{cpus: 3}}
+""")
+    cli("run", str(design), check=True)
+    assert seen.read_text().split() == ["3", "3"]  # not cpu_count // parallelism (= 1 here)
