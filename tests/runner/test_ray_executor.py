@@ -38,9 +38,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_head():
-    """`ray start --head` on 127.0.0.1 with 2 CPUs, once per test session; its address."""
+    """`ray start --head` on 127.0.0.1 with 2 CPUs, once for this module (stopped after it,
+    so the rest of the suite does not share the CPUs with an idle cluster); its address."""
     port = _free_port()
     temp = Path(tempfile.mkdtemp(prefix="lc-ray-"))  # short: Ray's socket paths must fit
     env = {**os.environ, **LOOPBACK,
