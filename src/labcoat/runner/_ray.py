@@ -155,7 +155,10 @@ class RayTrial:
 
     def _finish(self, code: int) -> None:
         self.code = code
-        self.ray.kill(self.actor, no_restart=True)  # frees its resources at once
+        try:
+            self.ray.kill(self.actor, no_restart=True)  # frees its resources at once
+        except self.ray.exceptions.RayError:
+            pass  # already gone with its worker or node
 
 
 def _actor_options(resources: Resources) -> dict[str, Any]:
