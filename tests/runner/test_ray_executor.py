@@ -81,8 +81,8 @@ def _design(root: Path, name: str, *, resources: str = "") -> tuple[Path, Path]:
     path = root / name / "design.yaml"
     path.write_text(f"""name: {name}
 hypothesis: {{claim: c, metric: loss, direction: decrease}}
-command: "{{python}} -m labcoat.workloads.tinylm --steps 120 --width 16 --depth 1 --heads 2
-  --batch-size 16 --eval-every 60 --eval-items 5 --checkpoint-every 10 --threads 1
+command: "{{python}} -m labcoat.workloads.tinylm --steps 240 --width 16 --depth 1 --heads 2
+  --batch-size 16 --eval-every 120 --eval-items 5 --checkpoint-every 10 --threads 1
   --seed {{seed}} --lr 0.01 --save-final {{final}}/{{label}}.pt"
 params: {{label: a, final: "{final}"}}
 arms: {{a: {{control: true}}, b: {{params: {{label: b}}}}}}
@@ -195,7 +195,7 @@ def test_killed_ray_worker_restarts_trial_from_checkpoint(home, tmp_path, ray_he
         return {key[1:]: value for key, value in rows.items() if key[0] == trial}
 
     assert twin(points, "a-s0") == twin(points, "b-s0")
-    assert len(twin(points, "a-s0")) >= 120  # loss at every step, once
+    assert len(twin(points, "a-s0")) >= 240  # loss at every step, once
     assert twin(items, "a-s0") == twin(items, "b-s0") != {}
     second = home / "runs" / "ray" / "a-s0" / "attempt-2" / "journal.jsonl"
     from labcoat.sdk import read_journal
