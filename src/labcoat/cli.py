@@ -122,21 +122,33 @@ def run(
         min=2, help="seeds per arm a sequential run may use (default: budget, else 50)")] = None,
     round_size: Annotated[int | None, typer.Option(
         min=1, help="seeds added per round (default: parallelism)")] = None,
+    executor: Annotated[str, typer.Option(
+        help="where trials run: local (default), ray or slurm (see README)")] = "local",
+    address: Annotated[str | None, typer.Option(
+        help="--executor ray: the Ray cluster's HOST:PORT")] = None,
+    partition: Annotated[str | None, typer.Option(
+        help="--executor slurm: the partition to submit to")] = None,
+    slurm: Annotated[list[str] | None, typer.Option(
+        help="--executor slurm: an sbatch setting KEY=VALUE, e.g. account=ml (repeatable); "
+             "cluster=local runs the jobs with submitit's local executor")] = None,
 ) -> None:
     """Run every unfinished trial of DESIGN; run it again to resume after a stop."""
-    from labcoat.runner import run_design, run_until_decisive
+    from labcoat.runner import ExecutorConfig, parse_settings, run_design, run_until_decisive
+
+    runs_on = ExecutorConfig(name=executor, address=address, partition=partition,
+                             slurm=parse_settings(slurm or []))
 
     if until_decisive:
         if chaos:
             raise LabcoatError("--chaos and --until-decisive do not combine; run them apart")
         outcome = run_until_decisive(design, max_seeds=max_seeds, round_size=round_size,
                                      console=console, plain=plain or None, amend=amend,
-                                     parallelism=parallel)
+                                     parallelism=parallel, executor=runs_on)
         for summary in outcome.summaries[-1:]:
             _print_run_summary(summary)
         return
     summary = run_design(design, parallelism=parallel, console=console, plain=plain or None,
-                         chaos=chaos, chaos_seed=chaos_seed, amend=amend)
+                         chaos=chaos, chaos_seed=chaos_seed, amend=amend, executor=runs_on)
     _print_run_summary(summary)
 
 

@@ -1,4 +1,4 @@
-"""Running experiments: the local executor, the supervisor loop, journal ingestion."""
+"""Running experiments: executors (local, ray, slurm), the supervisor loop, journal ingestion."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from labcoat._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from labcoat.runner._adhoc import ingest_adhoc
+    from labcoat.runner._executor import EXECUTORS, ExecutorConfig, parse_settings
     from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
     from labcoat.runner._ingest import Progress, ingest_attempt
     from labcoat.runner._replay import ReplayMismatch, ReplayResult, replay_trial
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 # Names load on first use: `labcoat status` needs goodput, not the statistics.
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_adhoc": ("ingest_adhoc",),
+    "_executor": ("EXECUTORS", "ExecutorConfig", "parse_settings"),
     "_goodput": ("LOSSES", "Goodput", "experiment_goodput", "trial_goodput"),
     "_ingest": ("Progress", "ingest_attempt"),
     "_replay": ("ReplayMismatch", "ReplayResult", "replay_trial"),

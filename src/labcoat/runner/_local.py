@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +15,18 @@ STDERR_NAME = "stderr.log"
 
 
 class LocalProcess:
-    """A running trial attempt; stdout and stderr go to files in its run directory."""
+    """A running trial attempt; stdout and stderr go to files in its run directory.
+
+    It is also the `local` executor's trial handle (see `_executor.TrialHandle`), and
+    the ray and slurm executors run one on the machine they picked.
+    """
 
     def __init__(self, command: list[str], *, env: dict[str, str], run_dir: Path,
                  cwd: str | None = None) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.run_dir = run_dir
+        self.host: str | None = socket.gethostname()
+        self.lost: str | None = None  # a local process is never lost: it exits
         with open(run_dir / STDOUT_NAME, "ab") as out, open(run_dir / STDERR_NAME, "ab") as err:
             self.process = subprocess.Popen(
                 command,
@@ -32,6 +39,7 @@ class LocalProcess:
                 preexec_fn=_die_with_parent,
             )
         self.pid = self.process.pid
+        self.label = f"pid {self.pid}"
 
     def poll(self) -> int | None:
         return self.process.poll()
@@ -75,6 +83,20 @@ def kill_stale(pid: int, journal: Path) -> bool:
         return False
     _signal_group(pid, signal.SIGKILL)
     return True
+
+
+CANNOT_START = 127  # the shell's exit status for a command it cannot run
+
+
+def cannot_start(run_dir: Path, command: list[str], error: OSError) -> int:
+    """On a remote executor: explain in the attempt's stderr why its program did not start,
+    and return the exit status to report (the supervisor's crash-loop rule then stops
+    retrying the same failure)."""
+    program = command[0] if command else "?"
+    with open(run_dir / STDERR_NAME, "a", encoding="utf-8") as f:
+        f.write(f"could not start {program!r} on {socket.gethostname()}: "
+                f"{error.strerror or error}; check the design's `command:`\n")
+    return CANNOT_START
 
 
 def stderr_tail(run_dir: Path, lines: int = 5) -> str:

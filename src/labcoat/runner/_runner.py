@@ -29,14 +29,21 @@ from labcoat.errors import Interrupted, LabcoatError
 from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
+from labcoat.runner._executor import (
+    Executor,
+    ExecutorConfig,
+    LaunchError,
+    TrialHandle,
+    open_executor,
+)
 from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
-from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
+from labcoat.runner._local import kill_stale, stderr_tail
 from labcoat.runner._provenance import ProvenanceRecorder
 from labcoat.runner._references import write_references
 from labcoat.runner._registration import register
 from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
-from labcoat.spec import Restart
+from labcoat.spec import Resources, Restart
 from labcoat.store import Attempt, Experiment, Trial
 
 POLL_SECONDS = 0.3
@@ -54,7 +61,7 @@ class RunSummary:
 class _Running:
     trial: Trial
     attempt: Attempt
-    process: LocalProcess
+    process: TrialHandle
     row: TrialRow
     hang: Hang
 
@@ -76,6 +83,7 @@ def run_design(
     amend: str | None = None,
     extra_seeds: list[int] | None = None,
     sequential: dict | None = None,
+    executor: ExecutorConfig | None = None,
 ) -> RunSummary:
     """Run every unfinished trial of the design at `design_path`.
 
@@ -83,6 +91,7 @@ def run_design(
     amend: the reason for changing a frozen analysis plan (see `_registration`).
     extra_seeds, sequential: seeds added by a sequential run beyond the design's, and its
     pre-registered rule (see `_sequential`).
+    executor: where trials run (default: local processes; see `_executor`).
     """
     path = Path(design_path)
     chaos_spec = parse_chaos(chaos) if chaos else None
@@ -93,6 +102,7 @@ def run_design(
     trials = spec.expand(design)
     workers = parallelism or design.parallelism or os.cpu_count() or 1
     console = console or Console()
+    runs_on = open_executor(executor or ExecutorConfig(), design.resources)
     db = store.open_store()
     try:
         with (_experiment_lock(design.name), store.experiment_lock(db, design.name),
@@ -107,7 +117,7 @@ def run_design(
                 sequential=sequential,
             )
             store.add_missing_trials(session, experiment, trials)
-            _recover_stale(session, experiment)
+            _recover_stale(session, experiment, runs_on)
             session.commit()
             restart = design.restart
             injector = None
@@ -115,11 +125,13 @@ def run_design(
                 retries = restart.retries + chaos_spec.faults_per_trial()
                 restart = restart.model_copy(update={"retries": retries})
                 injector = Chaos(chaos_spec, chaos_seed, time.time())
-            loop = _Loop(session, experiment, restart, workers, console, plain, injector)
+            loop = _Loop(session, experiment, restart, workers, console, plain, injector,
+                         runs_on, design.resources)
             loop.provenance = ProvenanceRecorder(path, design, experiment.design_hash)
             return loop.run()
     finally:
         db.close()
+        runs_on.close()
 
 
 class _Loop:
@@ -134,8 +146,11 @@ class _Loop:
         console: Console,
         plain: bool | None,
         chaos: Chaos | None = None,
+        executor: Executor | None = None,
+        resources: Resources | None = None,
     ) -> None:
         self.session = session
+        self.executor = executor or open_executor(ExecutorConfig(), None)
         self.chaos = chaos
         self.attempts_in_run: Counter[str] = Counter()
         self.experiment = experiment
@@ -150,6 +165,8 @@ class _Loop:
             f"labcoat run {experiment.name}", list(self.rows.values()), console=console, plain=plain
         )
         self.threads = max(1, (os.cpu_count() or 1) // workers)
+        if resources is not None and "cpus" in resources.model_fields_set:
+            self.threads = max(1, int(resources.cpus))  # what the executor reserved
         self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
         self.provenance: ProvenanceRecorder | None = None  # recorded at each launch
 
@@ -202,18 +219,23 @@ class _Loop:
                 command=trial.command or [], params=trial.params, seed=trial.seed,
                 variables=child, cwd=os.getcwd()))
         try:
-            process = LocalProcess(trial.command or [], env=child, run_dir=run_dir)
+            process = self.executor.launch(
+                trial.command or [], env=child, run_dir=run_dir, cwd=os.getcwd(),
+            )
         except OSError as e:
             program = (trial.command or ["?"])[0]
             cause = f"could not start {program!r}: {e.strerror}; check the design's `command:`"
             self._fail(trial, attempt, row, None, cause, retry=False)
+            return
+        except LaunchError as e:
+            self._fail(trial, attempt, row, None, str(e), retry=False)
             return
         attempt.pid = process.pid
         self._record_injected(trial, attempt)
         self.session.commit()
         hang = Hang(self.restart.heartbeat_timeout, last_activity=time.time())
         self.running.append(_Running(trial, attempt, process, row, hang))
-        self.display.say(trial.key, f"started (attempt {number}, pid {process.pid})")
+        self.display.say(trial.key, f"started (attempt {number}, {process.label})")
 
     def _env(self, trial: Trial, attempt: Attempt) -> dict[str, str]:
         child = dict(os.environ)
@@ -256,7 +278,11 @@ class _Loop:
     def _inject(self) -> None:
         """A periodic chaos fault, if one is due: kill a trial, or corrupt its newest
         checkpoint and kill it."""
-        due = self.chaos.due(time.time(), [job.trial.key for job in self.running])
+        # A kill reaches only trials started on this machine (the local executor's, or a
+        # Ray or Slurm trial that landed here).
+        here = [job.trial.key for job in self.running
+                if job.process.pid is not None and job.process.host == socket.gethostname()]
+        due = self.chaos.due(time.time(), here)
         if due is None:
             return
         fault, key = due
@@ -297,6 +323,7 @@ class _Loop:
         now = time.time()
         for job in list(self.running):
             code = job.process.poll()
+            _where(job.attempt, job.process)
             progress = ingest_attempt(self.session, job.attempt)
             capture_output(self.session, job.attempt, job.attempt.last_step)
             _show_progress(job.row, job.trial, progress)
@@ -315,8 +342,8 @@ class _Loop:
                 job.hang.timeout = progress.heartbeat_timeout
             hung = code is None and job.hang.hung(now)
             if hung:
-                code = job.process.stop(grace=2.0)
-            if code is None:
+                code = job.process.stop(grace=2.0)  # None if its executor cannot tell
+            if code is None and not hung:
                 continue
             self.running.remove(job)
             ingest_attempt(self.session, job.attempt)  # lines written while it exited
@@ -327,9 +354,8 @@ class _Loop:
             elif code == 0:
                 self._done(job)
             else:
-                self._fail(
-                    job.trial, job.attempt, job.row, code, _failure(code, job.process.run_dir)
-                )
+                cause = job.process.lost or _failure(code, job.process.run_dir)
+                self._fail(job.trial, job.attempt, job.row, code, cause)
 
     def _done(self, job: _Running) -> None:
         store.end_attempt(
@@ -382,19 +408,27 @@ class _Loop:
 
     def _stop_all(self) -> None:
         for job in self.running:
-            job.process.stop()
+            code = job.process.stop()
             ingest_attempt(self.session, job.attempt)
             capture_output(self.session, job.attempt, job.attempt.last_step)
             store.end_attempt(
                 self.session,
                 job.attempt,
-                exit_code=job.process.poll(),
+                exit_code=code,
                 cause="interrupted (labcoat run was stopped)",
                 trial_status="pending",
             )
             job.row.status = "pending"
         self.running.clear()
         self.session.commit()
+
+
+def _where(attempt: Attempt, process: TrialHandle) -> None:
+    """Record where the executor placed the trial, once it knows (Ray, Slurm)."""
+    if process.pid is not None and attempt.pid != process.pid:
+        attempt.pid = process.pid
+    if process.host is not None and attempt.host != process.host:
+        attempt.host = process.host
 
 
 def _crash_loop(trial: Trial, attempt: Attempt, code: int | None, cause: str) -> bool:
@@ -443,7 +477,7 @@ def _failure(code: int, run_dir: Path) -> str:
     return f"{cause}: {tail}" if tail else cause
 
 
-def _recover_stale(session: Session, experiment: Experiment) -> None:
+def _recover_stale(session: Session, experiment: Experiment, executor: Executor) -> None:
     """Close attempts left open by a runner that was killed, keeping their journals."""
     for trial in experiment.trials:
         attempt = store.last_attempt(trial)
@@ -451,6 +485,8 @@ def _recover_stale(session: Session, experiment: Experiment) -> None:
             continue
         if attempt.pid and attempt.host == socket.gethostname():
             kill_stale(attempt.pid, journal_path(attempt))
+        if attempt.run_dir:
+            executor.abandon(Path(attempt.run_dir))
         progress = ingest_attempt(session, attempt)
         capture_output(session, attempt, attempt.last_step)
         if progress.finish_status == "done":

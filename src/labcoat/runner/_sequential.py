@@ -16,6 +16,7 @@ from rich.console import Console
 
 from labcoat import spec, stats, store
 from labcoat.errors import LabcoatError
+from labcoat.runner._executor import ExecutorConfig
 from labcoat.runner._runner import RunSummary, run_design
 from labcoat.spec import Design, Hypothesis
 
@@ -40,7 +41,8 @@ def sequential_rule(design: Design, max_seeds: int) -> dict:
 def run_until_decisive(design_path: str | Path, *, max_seeds: int | None = None,
                        round_size: int | None = None, console: Console | None = None,
                        plain: bool | None = None, amend: str | None = None,
-                       parallelism: int | None = None) -> SequentialOutcome:
+                       parallelism: int | None = None,
+                       executor: ExecutorConfig | None = None) -> SequentialOutcome:
     design = spec.load_design(design_path)
     hypothesis = _primary(design)
     control, variants = _arms(design)
@@ -59,7 +61,8 @@ def run_until_decisive(design_path: str | Path, *, max_seeds: int | None = None,
         console.print(f"round {outcome.rounds}: {len(seeds)} seeds per arm")
         outcome.summaries.append(run_design(
             design_path, parallelism=parallelism, console=console, plain=plain, amend=amend,
-            extra_seeds=seeds[len(design.seeds):], sequential=sequential_rule(design, limit)))
+            extra_seeds=seeds[len(design.seeds):], sequential=sequential_rule(design, limit),
+            executor=executor))
         amend = None  # amended once, on the first round
         outcome.results = _judge(design, hypothesis, control, tests)
         for variant, result in outcome.results.items():

@@ -24,6 +24,7 @@ from labcoat.spec._schema import (
     EvalPlan,
     Factor,
     Hypothesis,
+    Resources,
     Restart,
     Scale,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "Hypothesis",
     "LocatedProblem",
     "Problem",
+    "Resources",
     "Restart",
     "Scale",
     "TrialSpec",

@@ -119,9 +119,13 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+LATER_SECTIONS = ("data", "resources")  # optional sections added after the first schema
+
+
 def design_hash(design: Design) -> str:
     """sha256 of the validated design: comments and key order do not change it, nor do
-    sections added to the schema later while a design leaves them out (`data`)."""
-    dumped = design.model_dump(mode="json", exclude={"data"} if design.data is None else None)
+    sections added to the schema later while a design leaves them out (`data`, `resources`)."""
+    later = {name for name in LATER_SECTIONS if getattr(design, name) is None}
+    dumped = design.model_dump(mode="json", exclude=later or None)
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -23,6 +23,7 @@ unknown keys); the checks across fields are in `_checks`.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -144,6 +145,51 @@ class Restart(_Strict):
     )
 
 
+MEMORY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)\s*$", re.IGNORECASE)
+MEMORY_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+                "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+class Resources(_Strict):
+    """What one trial needs from the machine that runs it: the `ray` executor asks
+    for it per trial (num_cpus, num_gpus, memory), the `slurm` executor per job
+    (cpus_per_task, gpus, mem, time). The local executor runs trials on this
+    machine and uses only `cpus` (threads per trial)."""
+
+    cpus: float = Field(1.0, gt=0, description="CPU cores per trial (slurm rounds up)")
+    gpus: float = Field(0.0, ge=0, description="GPUs per trial (ray: fractions share a GPU; "
+                        "slurm: a whole number)")
+    memory: str | None = Field(None, description="memory per trial with a unit, e.g. 4GB, "
+                               "512MB, 2GiB (ray: a scheduling reservation; slurm: --mem)")
+    time_minutes: float | None = Field(
+        None, gt=0, description="slurm: the job's time limit; past it Slurm ends the job and "
+        "labcoat restarts the trial from its last checkpoint (default: 24 hours)")
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory_has_unit(cls, value: object) -> object:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError("memory is a size with a unit, e.g. 4GB or 512MB")
+        if memory_bytes(str(value)) is None:
+            raise ValueError(f"memory {value!r} needs a number and a unit, e.g. 4GB, 512MB or "
+                             "2GiB")
+        return str(value)
+
+    @property
+    def memory_bytes(self) -> int | None:
+        return None if self.memory is None else memory_bytes(self.memory)
+
+
+def memory_bytes(text: str) -> int | None:
+    """'4GB' -> 4_000_000_000, '2GiB' -> 2_147_483_648; None if `text` is not a size."""
+    match = MEMORY.match(text)
+    if match is None:
+        return None
+    return int(float(match["number"]) * MEMORY_UNITS[match["unit"].upper()])
+
+
 class Design(_Strict):
     """One experiment: hypotheses, a command template, arms or factors, seeds."""
 
@@ -192,6 +238,9 @@ class Design(_Strict):
     budget: Budget | None = None
     parallelism: int | None = Field(None, ge=1, description="trials at a time (default: CPUs)")
     restart: Restart = Field(default_factory=Restart, description="retries, backoff, heartbeat")
+    resources: Resources | None = Field(
+        None, description="per-trial cpus, gpus, memory (and slurm time) for the ray and slurm "
+        "executors")
 
     @field_validator("seeds", mode="before")
     @classmethod

@@ -233,6 +233,8 @@ def _postgres_safe(table: Table, rows: Sequence[dict[str, Any]]) -> list[dict[st
                 fixed[key] = value[:limit] if limit else value
         cleaned.append(fixed or row)
     return cleaned
+
+
 def record_provenance(session: Session, attempt: Attempt, recorded: dict[str, Any]) -> None:
     """Keep what `attempt` was launched with (see `labcoat.runner._provenance`)."""
     import time
