@@ -20,6 +20,9 @@ LABCOAT_CHECKPOINT_FAULT (chaos) checkpoint fault injection: exit-mid-write@save
 LABCOAT_JOURNAL_FAULT (chaos) torn@N: the trial dies halfway through its N-th journal record
 LABCOAT_GUARD_REFERENCE (runner) JSON file of guard profiles of clean trials of the same arm,
                              for the guard's inferred invariants (labcoat.torch.watch)
+RANK, WORLD_SIZE     (torchrun) in a multi-rank trial (design `ranks: N`): this process's
+                             rank and the group's size; rank r > 0 journals beside
+                             LABCOAT_JOURNAL as journal-rank<r>.jsonl
 
 Stdlib only: the trial SDK imports this.
 """

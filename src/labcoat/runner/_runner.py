@@ -32,6 +32,7 @@ from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
+from labcoat.runner._ranks import RankGroup, check_launcher, kill_ranks, launch_command
 from labcoat.runner._references import write_references
 from labcoat.runner._registration import register
 from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
@@ -56,6 +57,7 @@ class _Running:
     process: LocalProcess
     row: TrialRow
     hang: Hang
+    group: RankGroup | None = None  # a multi-rank trial's ranks (design `ranks: N`)
 
 
 @dataclass
@@ -90,7 +92,9 @@ def run_design(
     if extra_seeds:
         design = design.model_copy(update={"seeds": [*design.seeds, *extra_seeds]})
     trials = spec.expand(design)
-    workers = parallelism or design.parallelism or os.cpu_count() or 1
+    ranks = design.ranks or 1
+    check_launcher(ranks)
+    workers = parallelism or design.parallelism or max(1, (os.cpu_count() or 1) // ranks)
     console = console or Console()
     db = store.open_store()
     try:
@@ -114,6 +118,7 @@ def run_design(
                 restart = restart.model_copy(update={"retries": retries})
                 injector = Chaos(chaos_spec, chaos_seed, time.time())
             loop = _Loop(session, experiment, restart, workers, console, plain, injector)
+            loop.ranks = ranks
             return loop.run()
     finally:
         db.close()
@@ -147,6 +152,7 @@ class _Loop:
             f"labcoat run {experiment.name}", list(self.rows.values()), console=console, plain=plain
         )
         self.threads = max(1, (os.cpu_count() or 1) // workers)
+        self.ranks = 1  # processes per trial (design `ranks: N`, launched through torchrun)
         self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
 
     def run(self) -> RunSummary:
@@ -194,7 +200,8 @@ class _Loop:
         row.status, row.started, row.ended, row.note = "running", time.time(), None, ""
         try:
             process = LocalProcess(
-                trial.command or [], env=self._env(trial, attempt), run_dir=run_dir
+                launch_command(trial.command or [], self.ranks, run_dir),
+                env=self._env(trial, attempt), run_dir=run_dir,
             )
         except OSError as e:
             program = (trial.command or ["?"])[0]
@@ -205,7 +212,8 @@ class _Loop:
         self._record_injected(trial, attempt)
         self.session.commit()
         hang = Hang(self.restart.heartbeat_timeout, last_activity=time.time())
-        self.running.append(_Running(trial, attempt, process, row, hang))
+        group = RankGroup(self.ranks) if self.ranks > 1 else None
+        self.running.append(_Running(trial, attempt, process, row, hang, group))
         self.display.say(trial.key, f"started (attempt {number}, pid {process.pid})")
 
     def _env(self, trial: Trial, attempt: Attempt) -> dict[str, str]:
@@ -227,7 +235,7 @@ class _Loop:
         )
         # N trials share the CPUs: without this each would start one thread per core.
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            child.setdefault(var, str(self.threads))
+            child.setdefault(var, str(max(1, self.threads // self.ranks)))
         reference = write_references(
             self.session, self.experiment, trial, _trial_dir(self.experiment, trial)
         )
@@ -291,6 +299,7 @@ class _Loop:
         for job in list(self.running):
             code = job.process.poll()
             progress = ingest_attempt(self.session, job.attempt)
+            self._ingest_ranks(job, progress)
             capture_output(self.session, job.attempt, job.attempt.last_step)
             _show_progress(job.row, job.trial, progress)
             for alert in progress.alerts:
@@ -312,8 +321,15 @@ class _Loop:
             if code is None:
                 continue
             self.running.remove(job)
-            ingest_attempt(self.session, job.attempt)  # lines written while it exited
-            capture_output(self.session, job.attempt, job.attempt.last_step)
+            self._ingest_ranks(job, ingest_attempt(self.session, job.attempt))  # lines
+            capture_output(self.session, job.attempt, job.attempt.last_step)  # written at exit
+            if job.group is not None:
+                kill_ranks(journal_path(job.attempt))  # ranks torchrun left behind, if any
+                failure = job.group.failure(job.attempt) if code != 0 and not hung else None
+                if failure is not None:
+                    store.insert_events(self.session, [failure.event(job.attempt)])
+                    self._fail(job.trial, job.attempt, job.row, code, failure.cause)
+                    continue
             if hung:
                 cause = f"hang: no journal line for {job.hang.timeout:g} s"
                 self._fail(job.trial, job.attempt, job.row, code, cause)
@@ -323,6 +339,13 @@ class _Loop:
                 self._fail(
                     job.trial, job.attempt, job.row, code, _failure(code, job.process.run_dir)
                 )
+
+    def _ingest_ranks(self, job: _Running, progress: Progress) -> None:
+        """A multi-rank trial: its other ranks' journals, and stragglers among its ranks."""
+        if job.group is None:
+            return
+        for straggler in job.group.ingest(self.session, job.attempt, progress):
+            self.display.say(job.trial.key, straggler.message)
 
     def _done(self, job: _Running) -> None:
         store.end_attempt(
@@ -376,7 +399,9 @@ class _Loop:
     def _stop_all(self) -> None:
         for job in self.running:
             job.process.stop()
-            ingest_attempt(self.session, job.attempt)
+            if job.group is not None:
+                kill_ranks(journal_path(job.attempt))
+            self._ingest_ranks(job, ingest_attempt(self.session, job.attempt))
             capture_output(self.session, job.attempt, job.attempt.last_step)
             store.end_attempt(
                 self.session,
@@ -444,6 +469,7 @@ def _recover_stale(session: Session, experiment: Experiment) -> None:
             continue
         if attempt.pid and attempt.host == socket.gethostname():
             kill_stale(attempt.pid, journal_path(attempt))
+            kill_ranks(journal_path(attempt))  # ranks of a multi-rank trial outlive torchrun
         progress = ingest_attempt(session, attempt)
         capture_output(session, attempt, attempt.last_step)
         if progress.finish_status == "done":

@@ -31,7 +31,8 @@ Scalar = str | int | float | bool
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Placeholders the runner fills in besides the design's own params.
 BUILTIN_PLACEHOLDERS = ("python", "seed", "arm", "trial", "experiment", "scale", "eval_every",
-                        "eval_items")
+                        "eval_items", "ranks")
+MAX_RANKS = 128  # processes per trial on one machine (torchrun --nproc-per-node)
 STREAMS = ("init", "data", "dropout")
 
 
@@ -192,6 +193,13 @@ class Design(_Strict):
     budget: Budget | None = None
     parallelism: int | None = Field(None, ge=1, description="trials at a time (default: CPUs)")
     restart: Restart = Field(default_factory=Restart, description="retries, backoff, heartbeat")
+    ranks: int | None = Field(
+        None, ge=1, le=MAX_RANKS,
+        description="processes per trial (data-parallel ranks): with N > 1 every trial runs "
+        "under torchrun (torch.distributed, gloo on CPU) as one rank group that fails and "
+        "restarts as a whole; experiment-wide, because arms compared at different world "
+        "sizes would confound the arm with the parallelism",
+    )
 
     @field_validator("seeds", mode="before")
     @classmethod
