@@ -80,11 +80,10 @@ class RankFailure:
     @property
     def cause(self) -> str:
         """The attempt cause, e.g. ``exit 3 on rank 1 of 2 (host vm): boom``."""
-        if self.exitcode < 0:
-            what = f"killed by signal {_signal_name(-self.exitcode)}"
-        else:
-            what = f"exit {self.exitcode}"
-        where = f"{what} on rank {self.rank} of {self.world} (host {self.host})"
+        if self.exitcode < 0:  # its stderr says nothing about a signal from outside
+            killed = f"killed by signal {_signal_name(-self.exitcode)}"
+            return f"{killed} on rank {self.rank} of {self.world} (host {self.host})"
+        where = f"exit {self.exitcode} on rank {self.rank} of {self.world} (host {self.host})"
         return f"{where}: {self.tail}" if self.tail else where
 
     def event(self, attempt: Attempt) -> dict[str, Any]:

@@ -51,9 +51,9 @@ class Group:
         """The module to train through: DDP (gradients averaged over ranks), or `model`."""
         if not self.distributed:
             return model
-        # No buffers to broadcast: TinyLM's are constants. DDP's constructor broadcasts
-        # rank 0's parameters, which every rank already holds (same init seed or checkpoint).
-        return DistributedDataParallel(model, broadcast_buffers=False)
+        # DDP's constructor broadcasts rank 0's parameters, which every rank already holds
+        # (same init seed, or the same checkpoint). TinyLM has no buffers to keep in sync.
+        return DistributedDataParallel(model)
 
     def mean(self, value: float) -> float:
         """The mean of `value` over ranks (the logged loss: every rank's shard counts)."""
