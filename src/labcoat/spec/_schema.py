@@ -193,12 +193,13 @@ class Design(_Strict):
     budget: Budget | None = None
     parallelism: int | None = Field(None, ge=1, description="trials at a time (default: CPUs)")
     restart: Restart = Field(default_factory=Restart, description="retries, backoff, heartbeat")
+    # Experiment-wide: arms compared at different world sizes would confound the arm with
+    # the parallelism. With N > 1 each trial is one torchrun group that fails and restarts
+    # as a whole (see labcoat.runner._ranks).
     ranks: int | None = Field(
         None, ge=1, le=MAX_RANKS,
-        description="processes per trial (data-parallel ranks): with N > 1 every trial runs "
-        "under torchrun (torch.distributed, gloo on CPU) as one rank group that fails and "
-        "restarts as a whole; experiment-wide, because arms compared at different world "
-        "sizes would confound the arm with the parallelism",
+        description=f"processes per trial, 1 to {MAX_RANKS} (data-parallel ranks launched "
+        "through torchrun, gloo on CPU)",
     )
 
     @field_validator("seeds", mode="before")
