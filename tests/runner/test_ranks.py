@@ -1,8 +1,9 @@
 """Multi-rank trials (design `ranks: N`) under a real torchrun with 2 ranks.
 
 The fake trial runs on each rank (torchrun --no-python: no torch in the trial);
-rank 1 fails once and is slow, so one run shows the failure attribution, the
-group restart, per-rank journals and the straggler alert.
+rank 1 is slow, and in the first attempt fails (one arm) or hangs (the other),
+so one run shows the failure attribution, the group restart, per-rank journals
+and the straggler alert.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections import deque
 
 import pytest
 
-from helpers import cli, fake_design
+from helpers import FAKE_TRIAL, cli
 from labcoat import spec, store
 from labcoat.errors import LabcoatError
 from labcoat.runner._ranks import RankFailure, Stragglers, launch_command
@@ -32,17 +33,29 @@ def _events(session, trial, kind):
 
 
 @pytest.mark.slow  # two rounds of real torchrun rank groups through the runner
-def test_a_failed_rank_restarts_the_group_and_names_rank_and_host(home, tmp_path):
-    design = fake_design(
-        tmp_path, name="ranked", steps=STEPS, sleep=SLEEP, seeds=1, parallelism=2,
-        extra=f"--fail-at 4 --fail-rank 1 --only-attempt 1 --slow-rank 1 --slow-by {SLOW} "
-              "--log-work")
-    with design.open("a") as f:
-        f.write("ranks: 2\nrestart: {retries: 2, backoff: 0}\n")
+def test_a_failed_or_hung_rank_restarts_the_group_naming_rank_and_host(home, tmp_path):
+    design = tmp_path / "design.yaml"
+    design.write_text(f"""name: ranked
+hypothesis: {{claim: quality helps, metric: exact_match, source: items, direction: increase}}
+command: "{{python}} {FAKE_TRIAL} --steps {STEPS} --quality {{quality}} --seed {{seed}}
+  --sleep {SLEEP} --fail-at {{fail_at}} --hang-at {{hang_at}} --fail-rank 1 --only-attempt 1
+  --slow-rank 1 --slow-by {SLOW} --log-work --heartbeat-timeout 3"
+params: {{quality: 0.3, fail_at: 4, hang_at: -1}}
+arms:
+  base: {{control: true}}
+  better: {{params: {{quality: 0.8, fail_at: -1, hang_at: 4}}}}
+seeds: 1
+parallelism: 2
+ranks: 2
+restart: {{retries: 2, backoff: 0}}
+""")
     result = cli("run", str(design), "--plain", check=True)
     host = socket.gethostname()
-    cause = f"exit 3 on rank 1 of 2 (host {host}): boom at step 4"
-    assert f"{cause}; restart 1/2" in result.stdout
+    causes = {"base-s0": f"exit 3 on rank 1 of 2 (host {host}): boom at step 4",
+              "better-s0": f"hang: no journal line for 3 s; rank 1 of 2 (host {host}) went "
+                           "silent first at step 3"}
+    for cause in causes.values():
+        assert f"{cause}; restart 1/2" in result.stdout
     assert "rank 1 is a straggler" in result.stdout
 
     db = store.open_store()
@@ -50,12 +63,14 @@ def test_a_failed_rank_restarts_the_group_and_names_rank_and_host(home, tmp_path
         experiment = store.find_experiment(session, "ranked")
         for trial in experiment.trials:
             assert trial.status == "done"
-            assert [a.cause for a in trial.attempts] == [cause, "exit 0"]
-            failed = _events(session, trial, "rank.failed")
-            assert [(e.rank, e.host, e.data["exitcode"]) for e in failed] == [(1, host, 3)]
-            # rank 1's own stderr line, captured with its launcher prefix and rank
-            boom = [e for e in _events(session, trial, "log") if "boom at step 4" in e.message]
-            assert boom and {e.rank for e in boom} == {1}
+            assert [a.cause for a in trial.attempts] == [causes[trial.key], "exit 0"]
+            if trial.key == "base-s0":
+                failed = _events(session, trial, "rank.failed")
+                assert [(e.rank, e.host, e.data["exitcode"]) for e in failed] == [(1, host, 3)]
+                # rank 1's own stderr line, captured with its launcher prefix and rank
+                boom = [e for e in _events(session, trial, "log")
+                        if "boom at step 4" in e.message]
+                assert boom and {e.rank for e in boom} == {1}
             stragglers = [a for a in session.query(store.Alert).filter_by(trial_id=trial.id)
                           if a.rule == "rank.straggler"]
             assert len(stragglers) == 1 and stragglers[0].evidence["rank"] == 1

@@ -42,6 +42,9 @@ class Progress:
     work_s: dict[int, list[float]] = field(default_factory=dict)
     step_s: dict[int, list[float]] = field(default_factory=dict)
     hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, from start records
+    # ranks r > 0: (time of the last record, last step) read this pass, and who finished
+    last: dict[int, tuple[float, int | None]] = field(default_factory=dict)
+    finished: set[int] = field(default_factory=set)
 
 
 def journal_path(attempt: Attempt) -> Path:
@@ -73,6 +76,12 @@ def ingest_ranks(session: Session, attempt: Attempt, world: int,
         offset, line = offsets.get(rank, (0, 0))
         chunk = read_journal(rank_journal(journal_path(attempt), rank), offset, line)
         _ingest_chunk(session, _Rows(attempt, rank=rank), chunk, progress)
+        times = [r["time"] for _, r in chunk.records if isinstance(r.get("time"), int | float)]
+        steps = [r["step"] for _, r in chunk.records if isinstance(r.get("step"), int)]
+        if times:
+            progress.last[rank] = (max(times), max(steps, default=None))
+        if any(r["kind"] == "finish" for _, r in chunk.records):
+            progress.finished.add(rank)
         offsets[rank] = (chunk.offset, chunk.line)
     progress.last_step = attempt.last_step
     session.flush()

@@ -227,11 +227,16 @@ class Stragglers:
 class RankGroup:
     """What the runner keeps about one running multi-rank attempt."""
 
-    def __init__(self, world: int) -> None:
+    def __init__(self, world: int, started: float) -> None:
         self.world = world
         self.offsets: dict[int, tuple[int, int]] = {}
         self.hosts: dict[int, str] = {}
         self.stragglers = Stragglers(world)
+        self.started = started
+        # rank -> (when its journal last grew, the last step it journaled); ranks not seen
+        # yet count from when the first one was (ranks start seconds apart under load)
+        self.seen: dict[int, tuple[float, int | None]] = {}
+        self.finished: set[int] = set()  # ranks whose journal has its finish record
 
     def ingest(self, session: Session, attempt: Attempt, rank0: Progress) -> list[Straggler]:
         """Ingest ranks 1..N-1's journals; returns newly found stragglers, recorded as a
@@ -240,12 +245,40 @@ class RankGroup:
             self.hosts.setdefault(0, attempt.host)
         progress = ingest_ranks(session, attempt, self.world, self.offsets)
         self.hosts.update(progress.hosts)
+        if attempt.last_record_time is not None:
+            self.seen[0] = (attempt.last_record_time, attempt.last_step)
+        for rank, (when, step) in progress.last.items():
+            self.seen[rank] = (when, self.seen.get(rank, (when, None))[1] if step is None
+                               else step)
+        self.finished |= progress.finished | ({0} if rank0.finish_status else set())
         self.stragglers.add(rank0)
         self.stragglers.add(progress)
         found = self.stragglers.check()
         for straggler in found:
             _record_straggler(session, attempt, straggler, self.hosts.get(straggler.rank))
         return found
+
+    def _seen(self) -> dict[int, tuple[float, int | None]]:
+        """Ranks still running -> (last journal line, last step)."""
+        first = min((when for when, _ in self.seen.values()), default=self.started)
+        return {rank: self.seen.get(rank, (first, None)) for rank in range(self.world)
+                if rank not in self.finished}
+
+    def last_activity(self) -> float:
+        """When the most silent rank still running last journaled: the group hangs if any
+        rank does."""
+        running = self._seen()
+        if not running:  # every rank finished; torchrun is exiting
+            return max(when for when, _ in self.seen.values())
+        return min(when for when, _ in running.values())
+
+    def silent_first(self) -> str:
+        """Which rank went silent first, for a hang's cause."""
+        rank, (_, step) = min((self._seen() or self.seen).items(), key=lambda kv: kv[1][0])
+        at = f" at step {step}" if step is not None else " before its first step"
+        host = self.hosts.get(rank)
+        return f"rank {rank} of {self.world}{f' (host {host})' if host else ''} went silent " \
+               f"first{at}"
 
     def failure(self, attempt: Attempt) -> RankFailure | None:
         return rank_failure(Path(attempt.run_dir or "."), self.world, self.hosts)

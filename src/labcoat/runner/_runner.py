@@ -212,7 +212,7 @@ class _Loop:
         self._record_injected(trial, attempt)
         self.session.commit()
         hang = Hang(self.restart.heartbeat_timeout, last_activity=time.time())
-        group = RankGroup(self.ranks) if self.ranks > 1 else None
+        group = RankGroup(self.ranks, time.time()) if self.ranks > 1 else None
         self.running.append(_Running(trial, attempt, process, row, hang, group))
         self.display.say(trial.key, f"started (attempt {number}, pid {process.pid})")
 
@@ -313,6 +313,8 @@ class _Loop:
                 self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
             if progress.records:
                 job.hang.touch(now)
+            if job.group is not None:  # a rank group hangs if any of its ranks does
+                job.hang.last_activity = job.group.last_activity()
             if progress.heartbeat_timeout:
                 job.hang.timeout = progress.heartbeat_timeout
             hung = code is None and job.hang.hung(now)
@@ -332,6 +334,8 @@ class _Loop:
                     continue
             if hung:
                 cause = f"hang: no journal line for {job.hang.timeout:g} s"
+                if job.group is not None:
+                    cause += f"; {job.group.silent_first()}"
                 self._fail(job.trial, job.attempt, job.row, code, cause)
             elif code == 0:
                 self._done(job)
