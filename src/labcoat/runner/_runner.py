@@ -30,7 +30,7 @@ from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._extrapolation import Extrapolation
-from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
+from labcoat.runner._ingest import Progress, ingest_attempt, ingest_ranks, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
 from labcoat.runner._ranks import RankGroup, check_launcher, kill_ranks, launch_command
 from labcoat.runner._references import write_references
@@ -109,7 +109,7 @@ def run_design(
                 sequential=sequential,
             )
             store.add_missing_trials(session, experiment, trials)
-            _recover_stale(session, experiment)
+            _recover_stale(session, experiment, ranks)
             session.commit()
             restart = design.restart
             injector = None
@@ -465,8 +465,9 @@ def _failure(code: int, run_dir: Path) -> str:
     return f"{cause}: {tail}" if tail else cause
 
 
-def _recover_stale(session: Session, experiment: Experiment) -> None:
-    """Close attempts left open by a runner that was killed, keeping their journals."""
+def _recover_stale(session: Session, experiment: Experiment, ranks: int = 1) -> None:
+    """Close attempts left open by a runner that was killed, keeping their journals (of
+    every rank, in a multi-rank trial)."""
     for trial in experiment.trials:
         attempt = store.last_attempt(trial)
         if trial.status != "running" or attempt is None or attempt.ended_at is not None:
@@ -475,6 +476,8 @@ def _recover_stale(session: Session, experiment: Experiment) -> None:
             kill_stale(attempt.pid, journal_path(attempt))
             kill_ranks(journal_path(attempt))  # ranks of a multi-rank trial outlive torchrun
         progress = ingest_attempt(session, attempt)
+        if ranks > 1:
+            ingest_ranks(session, attempt, ranks, {})
         capture_output(session, attempt, attempt.last_step)
         if progress.finish_status == "done":
             # The trial reached run.finish(); only its exit code went unobserved.
