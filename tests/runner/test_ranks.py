@@ -124,8 +124,9 @@ def test_a_straggler_is_a_rank_far_slower_than_the_median_of_the_others():
 
 def test_work_times_are_preferred_and_a_straggler_is_reported_once():
     s = _stragglers({0: [0.1] * 5, 1: [0.1] * 5})  # synchronous: equal wall times
-    for rank, value in ((0, 0.02), (1, 0.09)):
-        s.work[rank] = deque([value] * 5, maxlen=20)
+    s.work = {0: deque([0.02] * 5), 1: deque([0.09] * 4)}
+    assert s.check() == []  # rank 1 has not reported 5 work times yet: no verdict
+    s.work[1].append(0.09)
     assert [(x.rank, x.measure) for x in s.check()] == [(1, "work")]
     assert s.check() == []
 

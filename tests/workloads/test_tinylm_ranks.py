@@ -28,7 +28,7 @@ from labcoat.sdk import rank_journal
 pytest.importorskip("torch")
 
 LONG_STEPS = 200
-KILL_AFTER = 50  # rank 1 is killed once it has journaled this step (not a checkpoint step)
+KILL_AFTER = 30  # rank 1 is killed once it has journaled this step (not a checkpoint step)
 EVERY = 20  # checkpoint interval
 
 

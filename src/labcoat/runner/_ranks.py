@@ -190,7 +190,7 @@ class Straggler:
 class Stragglers:
     """Per-rank step times of one attempt -> a rank much slower than the others, once.
 
-    Own work times (`Run.log_work`) are used when every rank reports them: in
+    Own work times (`Run.log_work`) are used when the trial reports them: in
     synchronous data-parallel training every rank's wall time per step is the slowest
     rank's. Otherwise the wall time between a rank's steps."""
 
@@ -205,11 +205,11 @@ class Stragglers:
                 times.setdefault(rank, deque(maxlen=STRAGGLER_WINDOW)).extend(values)
 
     def check(self) -> list[Straggler]:
-        """Stragglers not reported before."""
-        for measure, times in (("work", self.work), ("step", self.step)):
-            if len(times) == self.world and all(
-                    len(t) >= STRAGGLER_MIN_STEPS for t in times.values()):
-                return self._judge(measure, times)
+        """Stragglers not reported before (none until every rank has reported enough)."""
+        measure, times = ("work", self.work) if self.work else ("step", self.step)
+        if len(times) == self.world and all(
+                len(t) >= STRAGGLER_MIN_STEPS for t in times.values()):
+            return self._judge(measure, times)
         return []
 
     def _judge(self, measure: str, times: dict[int, deque[float]]) -> list[Straggler]:
