@@ -102,3 +102,24 @@ def test_rank_journals_are_ingested_with_their_rank_once(home, monkeypatch, tmp_
         assert sorted((e.stream, e.rank) for e in events) == [
             ("journal", 0), ("journal.rank1", 1), ("journal.rank1", 1)]
     db.close()
+
+
+def test_an_adhoc_rank_group_becomes_one_trial_from_rank_0(home, monkeypatch):
+    monkeypatch.delenv("LABCOAT_JOURNAL", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "abc")
+    for rank in (1, 0):
+        monkeypatch.setenv("RANK", str(rank))
+        run = sdk.init(experiment="adhoc-dp")
+        run.log(1, loss=float(rank + 1))
+        run.finish()
+    assert run.journal.parent.name == "torchrun-abc"
+    assert (run.journal.parent / "journal-rank1.jsonl").exists()
+    db = store.open_store()
+    with db.session() as session:
+        trials = store.find_experiment(session, "adhoc-dp").trials
+        assert [t.key for t in trials] == ["run-torchrun-abc"]
+        values = [p.value for p in session.scalars(select(store.MetricPoint))
+                  if p.name == "loss"]
+        assert values == [1.0]  # rank 0's
+    db.close()

@@ -202,7 +202,7 @@ class Run:
         self.finished = True
         self._write({"kind": "finish", "status": status})
         self._writer.close()
-        if self.adhoc:
+        if self.adhoc and self.rank == 0:  # rank 0's journal stands for a rank group
             from labcoat.runner import ingest_adhoc  # lazy: keeps `import labcoat` light
 
             ingest_adhoc(self.journal, experiment=self.experiment, trial=self.trial)
@@ -292,10 +292,15 @@ def _adhoc_run(
     script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "session"
     experiment = experiment or f"adhoc-{script or 'session'}"
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    trial = f"{arm or 'main'}-s{seed}" if seed is not None else f"run-{stamp}-{os.getpid()}"
-    journal = env.home() / "adhoc" / experiment / trial / f"{stamp}-{os.getpid()}" / JOURNAL_NAME
+    rank, world = _rank_and_world()
+    # The ranks of one torchrun group share a directory named for its run id (their
+    # clocks and pids differ); rank 0's journal alone becomes the ad-hoc trial.
+    group = os.environ.get("TORCHELASTIC_RUN_ID") if world > 1 else None
+    run_id = f"torchrun-{group}" if group else f"{stamp}-{os.getpid()}"
+    trial = f"{arm or 'main'}-s{seed}" if seed is not None else f"run-{run_id}"
+    journal = env.home() / "adhoc" / experiment / trial / run_id / JOURNAL_NAME
     run = Run(
-        journal=journal,
+        journal=rank_journal(journal, rank) if group else journal,
         experiment=experiment,
         trial=trial,
         attempt=0,
@@ -304,6 +309,8 @@ def _adhoc_run(
         params=params,
         adhoc=True,
         total_steps=total_steps,
+        rank=rank if group else 0,
+        world=world if group else 1,
     )
     atexit.register(_finish_at_exit, run)
     return run
