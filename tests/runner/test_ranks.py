@@ -39,7 +39,7 @@ def test_a_failed_or_hung_rank_restarts_the_group_naming_rank_and_host(home, tmp
 hypothesis: {{claim: quality helps, metric: exact_match, source: items, direction: increase}}
 command: "{{python}} {FAKE_TRIAL} --steps {STEPS} --quality {{quality}} --seed {{seed}}
   --sleep {SLEEP} --fail-at {{fail_at}} --hang-at {{hang_at}} --fail-rank 1 --only-attempt 1
-  --slow-rank 1 --slow-by {SLOW} --log-work --heartbeat-timeout 3"
+  --slow-rank 1 --slow-by {SLOW} --log-work --heartbeat-timeout 4"
 params: {{quality: 0.3, fail_at: 4, hang_at: -1}}
 arms:
   base: {{control: true}}
@@ -52,7 +52,7 @@ restart: {{retries: 2, backoff: 0}}
     result = cli("run", str(design), "--plain", check=True)
     host = socket.gethostname()
     causes = {"base-s0": f"exit 3 on rank 1 of 2 (host {host}): boom at step 4",
-              "better-s0": f"hang: no journal line for 3 s; rank 1 of 2 (host {host}) went "
+              "better-s0": f"hang: no journal line for 4 s; rank 1 of 2 (host {host}) went "
                            "silent first at step 3"}
     for cause in causes.values():
         assert f"{cause}; restart 1/2" in result.stdout

@@ -27,7 +27,7 @@ from labcoat.sdk import rank_journal
 
 pytest.importorskip("torch")
 
-LONG_STEPS = 200
+LONG_STEPS = 120
 KILL_AFTER = 30  # rank 1 is killed once it has journaled this step (not a checkpoint step)
 EVERY = 20  # checkpoint interval
 
@@ -42,7 +42,7 @@ command: "{{python}} -m labcoat.workloads.tinylm --width 16 --depth 1 --heads 2 
 params: {{steps: {LONG_STEPS}, fault_step: 100000}}
 arms:
   long: {{control: true}}
-  drift: {{params: {{steps: 20, fault_step: 7}}}}
+  drift: {{params: {{steps: 12, fault_step: 7}}}}
 seeds: 1
 parallelism: 2
 ranks: 2
