@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from collections import deque
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from helpers import FAKE_TRIAL, cli
 from labcoat import spec, store
 from labcoat.errors import LabcoatError
-from labcoat.runner._ranks import RankFailure, Stragglers, launch_command
+from labcoat.runner._ranks import RankFailure, Stragglers, check_program, launch_command
 from labcoat.sdk import rank_journal
 
 pytest.importorskip("torch")
@@ -165,3 +166,10 @@ seeds: 2
         "932e56e7092d9ad0735ffe077a4d65791aa875f3c9993566b9910c8a08a45db7")
     assert spec.design_hash(spec.parse_design(text + "ranks: 2\n")) != (
         "932e56e7092d9ad0735ffe077a4d65791aa875f3c9993566b9910c8a08a45db7")
+
+
+def test_a_missing_program_is_caught_before_torchrun_hides_it():
+    with pytest.raises(FileNotFoundError, match="no-such-program"):
+        check_program(["no-such-program", "--x"], 2)
+    check_program([sys.executable, "-c", "pass"], 2)
+    check_program(["no-such-program"], 1)  # one rank: Popen itself raises, as before

@@ -20,9 +20,11 @@ This module keeps the seam at "the command and environment an executor runs":
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import statistics
 import sys
@@ -55,6 +57,13 @@ def launch_command(command: list[str], ranks: int, run_dir: Path) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc-per-node={ranks}", "--max-restarts=0", "--tee=3",
             f"--log-dir={run_dir / LOG_DIR}", "--no-python", *command]
+
+
+def check_program(command: list[str], ranks: int) -> None:
+    """Raise the OSError starting `command` would raise: under torchrun a missing program
+    only shows as a failed rank, which would be retried like bad luck."""
+    if ranks > 1 and command and shutil.which(command[0]) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command[0])
 
 
 def check_launcher(ranks: int) -> None:

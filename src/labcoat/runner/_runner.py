@@ -32,7 +32,13 @@ from labcoat.runner._display import Display, TrialRow
 from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, ingest_ranks, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
-from labcoat.runner._ranks import RankGroup, check_launcher, kill_ranks, launch_command
+from labcoat.runner._ranks import (
+    RankGroup,
+    check_launcher,
+    check_program,
+    kill_ranks,
+    launch_command,
+)
 from labcoat.runner._references import write_references
 from labcoat.runner._registration import register
 from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
@@ -199,6 +205,7 @@ class _Loop:
         row = self.rows[trial.key]
         row.status, row.started, row.ended, row.note = "running", time.time(), None, ""
         try:
+            check_program(trial.command or [], self.ranks)
             process = LocalProcess(
                 launch_command(trial.command or [], self.ranks, run_dir),
                 env=self._env(trial, attempt), run_dir=run_dir,
