@@ -15,6 +15,10 @@ critical alert (NaN, corrupted weights) stops the run with exit code 3
 (`EXIT_GUARD_STOP`) before more compute is wasted. Reference profiles of
 clean runs come from ``--guard-reference`` or ``$LABCOAT_GUARD_REFERENCE``.
 ``--fault NAME --fault-step K`` injects a silent bug (see `_faults`).
+
+Under torchrun (``labcoat run`` with ``ranks: N`` in the design, or
+``torchrun --nproc-per-node N -m labcoat.workloads.tinylm``) it trains
+data-parallel over gloo; ``--batch-size`` is the global batch, split evenly.
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ schedule, a causal model, next-token-shifted labels, the padding id, the eval
 items and the loss for recomputation. It never changes what is computed: a
 guarded run is bit-identical to an unguarded one. ``fault=`` switches on a
 silent bug at a chosen step (see `_faults`).
+
+Started by torchrun with N ranks (WORLD_SIZE > 1), ``train`` trains
+data-parallel: DistributedDataParallel over gloo, each rank on its shard of
+the same global batch, rank 0 saving checkpoints that every rank restores
+(see `_distributed`).
 """
 
 from __future__ import annotations
