@@ -21,9 +21,8 @@ from sqlalchemy.orm import Session
 
 from labcoat import store
 from labcoat.sdk import JOURNAL_NAME, JournalChunk, rank_journal, read_journal
+from labcoat.spec import MAX_RANKS  # also keeps alert keys of different ranks apart
 from labcoat.store import Attempt
-
-MAX_RANKS = 128  # as spec.Design.ranks allows; keeps alert keys of different ranks apart
 
 
 @dataclass
