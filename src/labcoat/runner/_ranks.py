@@ -247,9 +247,10 @@ class RankGroup:
         self.seen: dict[int, tuple[float, int | None]] = {}
         self.finished: set[int] = set()  # ranks whose journal has its finish record
 
-    def ingest(self, session: Session, attempt: Attempt, rank0: Progress) -> list[Straggler]:
-        """Ingest ranks 1..N-1's journals; returns newly found stragglers, recorded as a
-        ``rank.straggler`` event and alert of the attempt."""
+    def ingest(self, session: Session, attempt: Attempt, rank0: Progress) -> list[str]:
+        """Ingest ranks 1..N-1's journals; returns news for the live display: their guard
+        alerts, and newly found stragglers (recorded as a ``rank.straggler`` event and
+        alert of the attempt)."""
         if attempt.host:
             self.hosts.setdefault(0, attempt.host)
         progress = ingest_ranks(session, attempt, self.world, self.offsets)
@@ -262,10 +263,12 @@ class RankGroup:
         self.finished |= progress.finished | ({0} if rank0.finish_status else set())
         self.stragglers.add(rank0)
         self.stragglers.add(progress)
-        found = self.stragglers.check()
-        for straggler in found:
+        news = [f"guard {a['severity']}: {a['rule']} at step {a['step']}: {a['message']}"
+                for a in progress.alerts]
+        for straggler in self.stragglers.check():
             _record_straggler(session, attempt, straggler, self.hosts.get(straggler.rank))
-        return found
+            news.append(straggler.message)
+        return news
 
     def _seen(self) -> dict[int, tuple[float, int | None]]:
         """Ranks still running -> (last journal line, last step)."""

@@ -355,8 +355,8 @@ class _Loop:
         """A multi-rank trial: its other ranks' journals, and stragglers among its ranks."""
         if job.group is None:
             return
-        for straggler in job.group.ingest(self.session, job.attempt, progress):
-            self.display.say(job.trial.key, straggler.message)
+        for news in job.group.ingest(self.session, job.attempt, progress):
+            self.display.say(job.trial.key, news)
 
     def _done(self, job: _Running) -> None:
         store.end_attempt(
