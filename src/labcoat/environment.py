@@ -26,6 +26,9 @@ LABCOAT_REPLAY      (replay) JSON file describing a replay segment (`labcoat rep
                              ends the process after its last step (labcoat.torch._replay)
 LABCOAT_REPLAY_BUDGET (user) record for replay: the Checkpointer keeps every checkpoint and
                              saves as often as this fraction of training time allows (e.g. 0.07)
+RANK, WORLD_SIZE     (torchrun) in a multi-rank trial (design `ranks: N`): this process's
+                             rank and the group's size; rank r > 0 journals beside
+                             LABCOAT_JOURNAL as journal-rank<r>.jsonl
 
 Stdlib only: the trial SDK imports this.
 """

@@ -4,6 +4,11 @@ Each attempt remembers the byte offset and line number ingested so far, so a
 poll reads only new lines; and every row is keyed (metric points by trial,
 name, step; events by attempt and journal line), so re-reading a journal from
 the start never duplicates anything.
+
+A multi-rank trial adds one journal per rank r > 0 (`ingest_ranks`): their
+events go to the store with their rank and stream ``journal.rank<r>``, their
+step times become metric points ``step_s/rank<r>`` and ``work_s/rank<r>`` (rank
+0's too), and their metrics, which the SDK leaves to rank 0, are never read.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from labcoat import store
-from labcoat.sdk import JOURNAL_NAME, read_journal
+from labcoat.sdk import JOURNAL_NAME, JournalChunk, rank_journal, read_journal
+from labcoat.spec import MAX_RANKS  # also keeps alert keys of different ranks apart
 from labcoat.store import Attempt
 
 
@@ -30,6 +36,14 @@ class Progress:
     records: int = 0  # lines read this pass (any line is a heartbeat)
     heartbeat_timeout: float | None = None  # declared by the trial in its start record
     alerts: list[dict[str, Any]] = field(default_factory=list)  # guard alerts seen this pass
+    # multi-rank trials: step times seen this pass, rank -> [seconds]; work_s is a rank's own
+    # work before it waits for the others, step_s the wall time between its steps
+    work_s: dict[int, list[float]] = field(default_factory=dict)
+    step_s: dict[int, list[float]] = field(default_factory=dict)
+    hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, from start records
+    # ranks r > 0: (time of the last record, last step) read this pass, and who finished
+    last: dict[int, tuple[float, int | None]] = field(default_factory=dict)
+    finished: set[int] = field(default_factory=set)
 
 
 def journal_path(attempt: Attempt) -> Path:
@@ -40,17 +54,7 @@ def ingest_attempt(session: Session, attempt: Attempt) -> Progress:
     """Ingest the new complete lines of `attempt`'s journal into the store."""
     chunk = read_journal(journal_path(attempt), attempt.journal_offset, attempt.journal_line)
     progress = Progress(last_step=attempt.last_step)
-    rows = _Rows(attempt)
-    for line, record in chunk.records:
-        try:
-            rows.add(line, record, progress)
-        except (KeyError, TypeError, ValueError) as e:
-            rows.problem(line, f"malformed {record.get('kind')!r} record ({e})")
-    for line, reason in chunk.bad_lines:
-        rows.problem(line, reason)
-    progress.problems = len(rows.problems)
-    progress.records = len(chunk.records) + len(chunk.bad_lines)
-    rows.write(session)
+    _ingest_chunk(session, _Rows(attempt), chunk, progress)
     attempt.journal_offset = chunk.offset
     attempt.journal_line = chunk.line
     attempt.last_step = progress.last_step
@@ -58,11 +62,55 @@ def ingest_attempt(session: Session, attempt: Attempt) -> Progress:
     return progress
 
 
-class _Rows:
-    """Rows collected from journal records, written in a few bulk statements."""
+def ingest_ranks(session: Session, attempt: Attempt, world: int,
+                 offsets: dict[int, tuple[int, int]]) -> Progress:
+    """Ingest the new lines of the journals of ranks 1..world-1 of a multi-rank attempt.
 
-    def __init__(self, attempt: Attempt) -> None:
+    offsets: rank -> (byte offset, line) read so far, updated here; kept by the caller
+    (starting again from nothing re-reads each journal and duplicates nothing).
+    Returns their step times and hosts; the attempt's last step stays rank 0's.
+    """
+    progress = Progress(last_step=attempt.last_step)
+    for rank in range(1, world):
+        offset, line = offsets.get(rank, (0, 0))
+        chunk = read_journal(rank_journal(journal_path(attempt), rank), offset, line)
+        _ingest_chunk(session, _Rows(attempt, rank=rank), chunk, progress)
+        times = [r["time"] for _, r in chunk.records if isinstance(r.get("time"), int | float)]
+        steps = [r["step"] for _, r in chunk.records if isinstance(r.get("step"), int)]
+        if times:
+            progress.last[rank] = (max(times), max(steps, default=None))
+        if any(r["kind"] == "finish" for _, r in chunk.records):
+            progress.finished.add(rank)
+        offsets[rank] = (chunk.offset, chunk.line)
+    progress.last_step = attempt.last_step
+    session.flush()
+    return progress
+
+
+def _ingest_chunk(session: Session, rows: _Rows, chunk: JournalChunk,
+                  progress: Progress) -> None:
+    for line, record in chunk.records:
+        try:
+            rows.add(line, record, progress)
+        except (KeyError, TypeError, ValueError) as e:
+            rows.problem(line, f"malformed {record.get('kind')!r} record ({e})")
+    for line, reason in chunk.bad_lines:
+        rows.problem(line, reason)
+    progress.problems += len(rows.problems)
+    progress.records += len(chunk.records) + len(chunk.bad_lines)
+    rows.write(session)
+
+
+class _Rows:
+    """Rows collected from journal records, written in a few bulk statements.
+
+    rank: the rank r > 0 whose journal this is (None: rank 0's, the attempt's own).
+    """
+
+    def __init__(self, attempt: Attempt, rank: int | None = None) -> None:
         self.attempt = attempt
+        self.rank = rank
+        self.stream = "journal" if rank is None else f"journal.rank{rank}"
         self.ids = {"trial_id": attempt.trial_id, "attempt_id": attempt.id}
         self.points: list[dict[str, Any]] = []
         self.items: list[dict[str, Any]] = []
@@ -78,8 +126,13 @@ class _Rows:
         if step is not None:
             step = _step(step)
             progress.last_step = max(step, progress.last_step or 0)
+        if self.rank is not None:
+            self._add_rank(line, kind, record, step, progress)
+            return
         self._times(kind, record.get("time"))
-        if kind == "log":
+        if kind == "step":
+            self._step_times(record, step, progress)
+        elif kind == "log":
             for name, value in record["metrics"].items():
                 value = _value(value, f"metric {name!r}")
                 self.points.append(
@@ -128,6 +181,37 @@ class _Rows:
         else:
             raise ValueError(f"unknown record kind {kind!r}")
 
+    def _add_rank(self, line: int, kind: str, record: dict[str, Any], step: int | None,
+                  progress: Progress) -> None:
+        """A record of rank r > 0: its step times, events and alerts; metrics, items and
+        checkpoints are rank 0's (the SDK journals them there alone)."""
+        if kind == "step":
+            self._step_times(record, step, progress)
+        elif kind == "event":
+            self.events.append(self._event(line, record, step))
+            alert = record.get("event") == "guard.alert"
+            # dist.* alerts come from a table all ranks gathered: each rank raises the same
+            # one, and rank 0's copy is already the record.
+            if alert and not str((record.get("data") or {}).get("rule", "")).startswith("dist."):
+                self._alert(line, record, step, progress)
+        elif kind == "start" and record.get("host"):
+            progress.hosts[self.rank or 0] = str(record["host"])
+        elif kind not in ("log", "items", "heartbeat", "finish"):
+            raise ValueError(f"unknown record kind {kind!r}")
+
+    def _step_times(self, record: dict[str, Any], step: int | None,
+                    progress: Progress) -> None:
+        """A multi-rank step record: the rank's wall time per step and own work time."""
+        rank = _rank(record.get("rank", self.rank))
+        if step is None or rank is None:
+            raise ValueError("a step record needs a step and a rank")
+        for name, times in (("step_s", progress.step_s), ("work_s", progress.work_s)):
+            if record.get(name) is not None:
+                value = _value(record[name], name)
+                times.setdefault(rank, []).append(value)
+                self.points.append({**self.ids, "name": f"{name}/rank{rank}", "step": step,
+                                    "value": value, "time": record.get("time")})
+
     def _times(self, kind: str, time: Any) -> None:
         """First logged step and last journal line of the attempt (for goodput)."""
         if not isinstance(time, int | float):
@@ -165,9 +249,13 @@ class _Rows:
         """A guard alert (labcoat.torch.watch): a row of the alert table, and news for the
         live display."""
         data = record.get("data") or {}
-        alert = {**self.ids, "seq": line, "step": step, "rule": str(data.get("rule", "?")),
+        message = str(record.get("message", ""))
+        seq = line
+        if self.rank:  # alerts are keyed by (attempt, seq): keep rank r's apart from rank 0's
+            seq, message = -(line * MAX_RANKS + self.rank), f"rank {self.rank}: {message}"
+        alert = {**self.ids, "seq": seq, "step": step, "rule": str(data.get("rule", "?")),
                  "severity": str(data.get("severity", record.get("level", "warning"))),
-                 "message": str(record.get("message", "")), "evidence": data.get("evidence"),
+                 "message": message, "evidence": data.get("evidence"),
                  "time": record.get("time")}
         self.alerts.append(alert)
         progress.alerts.append(alert)
@@ -176,6 +264,8 @@ class _Rows:
         return {
             **self.ids,
             "seq": line,
+            "stream": self.stream,
+            "rank": _rank(record.get("rank", self.rank)),
             "step": step,
             "level": str(record.get("level", "info")),
             "kind": str(record.get("event", "event")),
@@ -186,11 +276,13 @@ class _Rows:
         }
 
     def problem(self, line: int, reason: str) -> None:
-        path = journal_path(self.attempt)
+        path = rank_journal(journal_path(self.attempt), self.rank or 0)
         self.problems.append(
             {
                 **self.ids,
                 "seq": line,
+                "stream": self.stream,
+                "rank": self.rank,
                 "level": "error",
                 "kind": "journal.invalid",
                 "message": f"{path}:{line}: skipped: {reason}",
@@ -208,6 +300,14 @@ class _Rows:
         store.upsert_checkpoints(session, self.checkpoints)
         store.insert_alerts(session, self.alerts)
         store.mark_checkpoints_deleted(session, self.attempt.trial_id, self.deleted)
+
+
+def _rank(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_RANKS:
+        raise ValueError(f"rank {value!r} is not an integer in [0, {MAX_RANKS})")
+    return value
 
 
 def _step(value: Any) -> int:

@@ -37,9 +37,16 @@ from labcoat.runner._executor import (
     open_executor,
 )
 from labcoat.runner._extrapolation import Extrapolation
-from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
+from labcoat.runner._ingest import Progress, ingest_attempt, ingest_ranks, journal_path
 from labcoat.runner._local import kill_stale, stderr_tail
 from labcoat.runner._provenance import ProvenanceRecorder
+from labcoat.runner._ranks import (
+    RankGroup,
+    check_launcher,
+    check_program,
+    kill_ranks,
+    launch_command,
+)
 from labcoat.runner._references import write_references
 from labcoat.runner._registration import register
 from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
@@ -64,6 +71,7 @@ class _Running:
     process: TrialHandle
     row: TrialRow
     hang: Hang
+    group: RankGroup | None = None  # a multi-rank trial's ranks (design `ranks: N`)
 
 
 @dataclass
@@ -100,7 +108,9 @@ def run_design(
     if extra_seeds:
         design = design.model_copy(update={"seeds": [*design.seeds, *extra_seeds]})
     trials = spec.expand(design)
-    workers = parallelism or design.parallelism or os.cpu_count() or 1
+    ranks = design.ranks or 1
+    check_launcher(ranks)
+    workers = parallelism or design.parallelism or max(1, (os.cpu_count() or 1) // ranks)
     console = console or Console()
     runs_on = open_executor(executor or ExecutorConfig(), design.resources)
     db = store.open_store()
@@ -117,7 +127,7 @@ def run_design(
                 sequential=sequential,
             )
             store.add_missing_trials(session, experiment, trials)
-            _recover_stale(session, experiment, runs_on)
+            _recover_stale(session, experiment, runs_on, ranks)
             session.commit()
             restart = design.restart
             injector = None
@@ -128,6 +138,7 @@ def run_design(
             loop = _Loop(session, experiment, restart, workers, console, plain, injector,
                          runs_on, design.resources)
             loop.provenance = ProvenanceRecorder(path, design, experiment.design_hash)
+            loop.ranks = ranks
             return loop.run()
     finally:
         db.close()
@@ -167,6 +178,7 @@ class _Loop:
         self.threads = max(1, (os.cpu_count() or 1) // workers)
         if resources is not None and "cpus" in resources.model_fields_set:
             self.threads = max(1, int(resources.cpus))  # what the executor reserved
+        self.ranks = 1  # processes per trial (design `ranks: N`, launched through torchrun)
         self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
         self.provenance: ProvenanceRecorder | None = None  # recorded at each launch
 
@@ -219,8 +231,10 @@ class _Loop:
                 command=trial.command or [], params=trial.params, seed=trial.seed,
                 variables=child, cwd=os.getcwd()))
         try:
+            check_program(trial.command or [], self.ranks)
             process = self.executor.launch(
-                trial.command or [], env=child, run_dir=run_dir, cwd=os.getcwd(),
+                launch_command(trial.command or [], self.ranks, run_dir), env=child,
+                run_dir=run_dir, cwd=os.getcwd(),
             )
         except OSError as e:
             program = (trial.command or ["?"])[0]
@@ -234,7 +248,8 @@ class _Loop:
         self._record_injected(trial, attempt)
         self.session.commit()
         hang = Hang(self.restart.heartbeat_timeout, last_activity=time.time())
-        self.running.append(_Running(trial, attempt, process, row, hang))
+        group = RankGroup(self.ranks, time.time()) if self.ranks > 1 else None
+        self.running.append(_Running(trial, attempt, process, row, hang, group))
         self.display.say(trial.key, f"started (attempt {number}, {process.label})")
 
     def _env(self, trial: Trial, attempt: Attempt) -> dict[str, str]:
@@ -256,7 +271,7 @@ class _Loop:
         )
         # N trials share the CPUs: without this each would start one thread per core.
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            child.setdefault(var, str(self.threads))
+            child.setdefault(var, str(max(1, self.threads // self.ranks)))
         reference = write_references(
             self.session, self.experiment, trial, _trial_dir(self.experiment, trial)
         )
@@ -325,6 +340,7 @@ class _Loop:
             code = job.process.poll()
             _where(job.attempt, job.process)
             progress = ingest_attempt(self.session, job.attempt)
+            self._ingest_ranks(job, progress)
             capture_output(self.session, job.attempt, job.attempt.last_step)
             _show_progress(job.row, job.trial, progress)
             for alert in progress.alerts:
@@ -338,6 +354,8 @@ class _Loop:
                 self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
             if progress.records:
                 job.hang.touch(now)
+            if job.group is not None:  # a rank group hangs if any of its ranks does
+                job.hang.last_activity = job.group.last_activity()
             if progress.heartbeat_timeout:
                 job.hang.timeout = progress.heartbeat_timeout
             hung = code is None and job.hang.hung(now)
@@ -346,16 +364,32 @@ class _Loop:
             if code is None and not hung:
                 continue
             self.running.remove(job)
-            ingest_attempt(self.session, job.attempt)  # lines written while it exited
-            capture_output(self.session, job.attempt, job.attempt.last_step)
+            self._ingest_ranks(job, ingest_attempt(self.session, job.attempt))  # lines
+            capture_output(self.session, job.attempt, job.attempt.last_step)  # written at exit
+            if job.group is not None:
+                kill_ranks(journal_path(job.attempt))  # ranks torchrun left behind, if any
+                failure = job.group.failure(job.attempt) if code != 0 and not hung else None
+                if failure is not None:
+                    store.insert_events(self.session, [failure.event(job.attempt)])
+                    self._fail(job.trial, job.attempt, job.row, code, failure.cause)
+                    continue
             if hung:
                 cause = f"hang: no journal line for {job.hang.timeout:g} s"
+                if job.group is not None:
+                    cause += f"; {job.group.silent_first()}"
                 self._fail(job.trial, job.attempt, job.row, code, cause)
             elif code == 0:
                 self._done(job)
             else:
                 cause = job.process.lost or _failure(code, job.process.run_dir)
                 self._fail(job.trial, job.attempt, job.row, code, cause)
+
+    def _ingest_ranks(self, job: _Running, progress: Progress) -> None:
+        """A multi-rank trial: its other ranks' journals, and stragglers among its ranks."""
+        if job.group is None:
+            return
+        for news in job.group.ingest(self.session, job.attempt, progress):
+            self.display.say(job.trial.key, news)
 
     def _done(self, job: _Running) -> None:
         store.end_attempt(
@@ -409,7 +443,9 @@ class _Loop:
     def _stop_all(self) -> None:
         for job in self.running:
             code = job.process.stop()
-            ingest_attempt(self.session, job.attempt)
+            if job.group is not None:
+                kill_ranks(journal_path(job.attempt))
+            self._ingest_ranks(job, ingest_attempt(self.session, job.attempt))
             capture_output(self.session, job.attempt, job.attempt.last_step)
             store.end_attempt(
                 self.session,
@@ -477,17 +513,22 @@ def _failure(code: int, run_dir: Path) -> str:
     return f"{cause}: {tail}" if tail else cause
 
 
-def _recover_stale(session: Session, experiment: Experiment, executor: Executor) -> None:
-    """Close attempts left open by a runner that was killed, keeping their journals."""
+def _recover_stale(session: Session, experiment: Experiment, executor: Executor,
+                   ranks: int = 1) -> None:
+    """Close attempts left open by a runner that was killed, keeping their journals (of
+    every rank, in a multi-rank trial)."""
     for trial in experiment.trials:
         attempt = store.last_attempt(trial)
         if trial.status != "running" or attempt is None or attempt.ended_at is not None:
             continue
         if attempt.pid and attempt.host == socket.gethostname():
             kill_stale(attempt.pid, journal_path(attempt))
+            kill_ranks(journal_path(attempt))  # ranks of a multi-rank trial outlive torchrun
         if attempt.run_dir:
             executor.abandon(Path(attempt.run_dir))
         progress = ingest_attempt(session, attempt)
+        if ranks > 1:
+            ingest_ranks(session, attempt, ranks, {})
         capture_output(session, attempt, attempt.last_step)
         if progress.finish_status == "done":
             # The trial reached run.finish(); only its exit code went unobserved.

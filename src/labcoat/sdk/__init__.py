@@ -4,6 +4,7 @@ from labcoat.sdk._journal import (
     JOURNAL_NAME,
     JournalChunk,
     JournalWriter,
+    rank_journal,
     read_journal,
     read_lines,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "JournalWriter",
     "Run",
     "init",
+    "rank_journal",
     "read_journal",
     "read_lines",
 ]

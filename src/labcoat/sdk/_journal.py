@@ -12,6 +12,9 @@ Record kinds (format version 1):
     {"kind": "items", "time", "step", "task", "variant", "items": [...], "scores": [...]}
     {"kind": "event", "time", "step", "level", "event", "message", "data"}
     {"kind": "finish", "time", "status"}
+    {"kind": "step", "time", "step", "step_s"?, "work_s"?}   multi-rank trials only
+Multi-rank trials (``ranks: N``) write one journal per rank: rank 0 the usual
+``journal.jsonl``, rank r > 0 ``journal-rank<r>.jsonl`` beside it (`rank_journal`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from labcoat import environment
 
 VERSION = 1
 JOURNAL_NAME = "journal.jsonl"  # inside an attempt's run directory
+
+
+def rank_journal(journal: str | os.PathLike[str], rank: int) -> Path:
+    """The journal rank `rank` of a multi-rank trial writes, beside rank 0's `journal`."""
+    path = Path(journal)
+    return path if rank == 0 else path.with_name(f"{path.stem}-rank{rank}{path.suffix}")
 
 
 class JournalWriter:

@@ -1,9 +1,14 @@
 """The trial-side API: ``labcoat.init()`` and the ``Run`` it returns.
 
 Inside a trial started by ``labcoat run`` the identity comes from the
-environment (see ``labcoat.environment``). Outside a runner, ``init`` records
-an ad-hoc experiment: the journal goes under ``$LABCOAT_HOME/adhoc`` and is
-ingested into the store when the run finishes (or the script exits).
+environment (see ``labcoat.environment``). In a multi-rank trial (``ranks: N``,
+launched by torchrun, which sets ``RANK`` and ``WORLD_SIZE``) every rank
+journals to its own file; metrics and eval items are rank 0's alone (ranks of
+a data-parallel group hold the same model, so N copies would only duplicate
+them), while every rank journals its step times, so a straggler shows.
+Outside a runner, ``init`` records an ad-hoc experiment: the journal goes
+under ``$LABCOAT_HOME/adhoc`` and is ingested into the store when the run
+finishes (or the script exits).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from labcoat import environment as env
-from labcoat.sdk._journal import JOURNAL_NAME, VERSION, JournalWriter
+from labcoat.sdk._journal import JOURNAL_NAME, VERSION, JournalWriter, rank_journal
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -46,8 +51,14 @@ class Run:
         adhoc: bool,
         total_steps: int | None = None,
         heartbeat_timeout: float | None = None,
+        rank: int = 0,
+        world: int = 1,
     ) -> None:
         self.journal = journal
+        self.rank = rank
+        self.world = world
+        self._timed_step: int | None = None  # last step whose wall time was journaled
+        self._timed_at = time.time()
         self.experiment = experiment
         self.trial = trial
         self.attempt = attempt
@@ -70,6 +81,7 @@ class Run:
                 "arm": arm,
                 "seed": seed,
                 "params": params,
+                **({"rank": rank, "world": world} if world > 1 else {}),
             }
         )
 
@@ -82,7 +94,35 @@ class Run:
             name: _number(value, f"run.log: metric {name!r} at step {step}")
             for name, value in metrics.items()
         }
+        if self.world > 1:
+            self._time_step(step)
+            if self.rank > 0:
+                return  # rank 0's metrics stand for the group
         self._write({"kind": "log", "step": step, "metrics": values})
+
+    def log_work(self, step: int, seconds: float) -> None:
+        """Record this rank's own work at `step` (data loading and forward, say), measured
+        before it waits for the other ranks.
+
+        In synchronous data-parallel training every rank's wall time per step is the
+        slowest rank's (all wait at the gradient all-reduce), so only the work before the
+        wait tells which rank is the straggler. Outside a multi-rank trial: ignored.
+        """
+        step = self._check_step(step, "log_work")
+        seconds = _number(seconds, f"run.log_work: seconds at step {step}")
+        if self.world > 1:
+            self._write({"kind": "step", "step": step, "work_s": seconds})
+
+    def _time_step(self, step: int) -> None:
+        """Journal the wall time since the previous step, once per step (multi-rank)."""
+        if self._timed_step is not None and step <= self._timed_step:
+            return
+        now = time.time()
+        record: dict[str, Any] = {"kind": "step", "step": step}
+        if self._timed_step is not None:
+            record["step_s"] = (now - self._timed_at) / (step - self._timed_step)
+        self._timed_step, self._timed_at = step, now
+        self._write(record)
 
     def log_items(
         self,
@@ -114,6 +154,8 @@ class Run:
         ]
         if len(set(ids)) != len(ids):
             raise ValueError(f"run.log_items: task {task!r} has repeated item ids")
+        if self.rank > 0:
+            return  # rank 0's eval items stand for the group
         self._write(
             {
                 "kind": "items",
@@ -160,7 +202,7 @@ class Run:
         self.finished = True
         self._write({"kind": "finish", "status": status})
         self._writer.close()
-        if self.adhoc:
+        if self.adhoc and self.rank == 0:  # rank 0's journal stands for a rank group
             from labcoat.runner import ingest_adhoc  # lazy: keeps `import labcoat` light
 
             ingest_adhoc(self.journal, experiment=self.experiment, trial=self.trial)
@@ -183,6 +225,8 @@ class Run:
 
     def _write(self, record: dict[str, Any]) -> None:
         record["time"] = time.time()
+        if self.world > 1:
+            record["rank"] = self.rank  # journals of a rank group carry their rank id
         self._writer.write(record)
 
 
@@ -205,8 +249,9 @@ def init(
     """
     journal = os.environ.get(env.JOURNAL)
     if journal:
+        rank, world = _rank_and_world()
         return Run(
-            journal=Path(journal),
+            journal=rank_journal(journal, rank),
             experiment=os.environ.get(env.EXPERIMENT, ""),
             trial=os.environ.get(env.TRIAL, ""),
             attempt=int(os.environ.get(env.ATTEMPT, "1")),
@@ -216,8 +261,25 @@ def init(
             adhoc=False,
             total_steps=total_steps,
             heartbeat_timeout=heartbeat_timeout,
+            rank=rank,
+            world=world,
         )
     return _adhoc_run(experiment, arm, seed, params or {}, total_steps)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    """This process's rank and the group's size, from torchrun's RANK and WORLD_SIZE."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE") or 1)
+        rank = int(os.environ.get("RANK") or 0)
+    except ValueError:
+        raise ValueError(
+            f"RANK={os.environ.get('RANK')!r} / WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} "
+            "are not integers; they are set by torchrun"
+        ) from None
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"RANK={rank} is not within WORLD_SIZE={world}")
+    return rank, world
 
 
 def _adhoc_run(
@@ -230,10 +292,15 @@ def _adhoc_run(
     script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "session"
     experiment = experiment or f"adhoc-{script or 'session'}"
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    trial = f"{arm or 'main'}-s{seed}" if seed is not None else f"run-{stamp}-{os.getpid()}"
-    journal = env.home() / "adhoc" / experiment / trial / f"{stamp}-{os.getpid()}" / JOURNAL_NAME
+    rank, world = _rank_and_world()
+    # The ranks of one torchrun group share a directory named for its run id (their
+    # clocks and pids differ); rank 0's journal alone becomes the ad-hoc trial.
+    group = os.environ.get("TORCHELASTIC_RUN_ID") if world > 1 else None
+    run_id = f"torchrun-{group}" if group else f"{stamp}-{os.getpid()}"
+    trial = f"{arm or 'main'}-s{seed}" if seed is not None else f"run-{run_id}"
+    journal = env.home() / "adhoc" / experiment / trial / run_id / JOURNAL_NAME
     run = Run(
-        journal=journal,
+        journal=rank_journal(journal, rank) if group else journal,
         experiment=experiment,
         trial=trial,
         attempt=0,
@@ -242,6 +309,8 @@ def _adhoc_run(
         params=params,
         adhoc=True,
         total_steps=total_steps,
+        rank=rank if group else 0,
+        world=world if group else 1,
     )
     atexit.register(_finish_at_exit, run)
     return run

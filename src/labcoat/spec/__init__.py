@@ -18,6 +18,7 @@ from labcoat.spec._load import (
     parse_design,
 )
 from labcoat.spec._schema import (
+    MAX_RANKS,
     Arm,
     Budget,
     Design,
@@ -30,6 +31,7 @@ from labcoat.spec._schema import (
 )
 
 __all__ = [
+    "MAX_RANKS",
     "Arm",
     "ArmSpec",
     "Budget",

@@ -95,6 +95,7 @@ def expand(design: Design, *, python: str | None = None) -> list[TrialSpec]:
                           "scale": scale.name if scale else "",
                           "eval_every": design.eval.every if design.eval else "",
                           "eval_items": design.eval.items_per_task if design.eval else "",
+                          "ranks": design.ranks or 1,
                           "python": python or sys.executable}
                 trials.append(TrialSpec(key=key, arm=arm.name, seed=seed_value, params=params,
                                         command=render_command(design.command, values),
@@ -119,12 +120,13 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-LATER_SECTIONS = ("data", "resources")  # optional sections added after the first schema
+LATER_SECTIONS = ("data", "resources", "ranks")  # optional sections added after the first schema
 
 
 def design_hash(design: Design) -> str:
     """sha256 of the validated design: comments and key order do not change it, nor do
-    sections added to the schema later while a design leaves them out (`data`, `resources`)."""
+    sections added to the schema later while a design leaves them out (`data`, `resources`,
+    `ranks`)."""
     later = {name for name in LATER_SECTIONS if getattr(design, name) is None}
     dumped = design.model_dump(mode="json", exclude=later or None)
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))

@@ -32,7 +32,8 @@ Scalar = str | int | float | bool
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Placeholders the runner fills in besides the design's own params.
 BUILTIN_PLACEHOLDERS = ("python", "seed", "arm", "trial", "experiment", "scale", "eval_every",
-                        "eval_items")
+                        "eval_items", "ranks")
+MAX_RANKS = 128  # processes per trial on one machine (torchrun --nproc-per-node)
 STREAMS = ("init", "data", "dropout")
 
 
@@ -241,6 +242,14 @@ class Design(_Strict):
     resources: Resources | None = Field(
         None, description="per-trial cpus, gpus, memory (and slurm time) for the ray and slurm "
         "executors")
+    # Experiment-wide: arms compared at different world sizes would confound the arm with
+    # the parallelism. With N > 1 each trial is one torchrun group that fails and restarts
+    # as a whole (see labcoat.runner._ranks).
+    ranks: int | None = Field(
+        None, ge=1, le=MAX_RANKS,
+        description=f"processes per trial, 1 to {MAX_RANKS} (data-parallel ranks launched "
+        "through torchrun, gloo on CPU)",
+    )
 
     @field_validator("seeds", mode="before")
     @classmethod

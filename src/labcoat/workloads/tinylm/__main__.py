@@ -15,6 +15,10 @@ critical alert (NaN, corrupted weights) stops the run with exit code 3
 (`EXIT_GUARD_STOP`) before more compute is wasted. Reference profiles of
 clean runs come from ``--guard-reference`` or ``$LABCOAT_GUARD_REFERENCE``.
 ``--fault NAME --fault-step K`` injects a silent bug (see `_faults`).
+
+Under torchrun (``labcoat run`` with ``ranks: N`` in the design, or
+``torchrun --nproc-per-node N -m labcoat.workloads.tinylm``) it trains
+data-parallel over gloo; ``--batch-size`` is the global batch, split evenly.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import labcoat
 from labcoat import environment as env
 from labcoat.errors import LabcoatError
 from labcoat.torch import Checkpointer, GuardStop
-from labcoat.workloads.tinylm._faults import FAULTS, Fault
+from labcoat.workloads.tinylm._faults import FAULTS, RANK_FAULTS, Fault
 from labcoat.workloads.tinylm._tasks import TASKS
 from labcoat.workloads.tinylm._train import Config, train
 
@@ -116,8 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="recompute every N-th step's gradients and compare bit for bit "
                             "(silent data corruption; 0: off)")
     faults = parser.add_argument_group("fault injection (for testing the guard)")
-    faults.add_argument("--fault", choices=tuple(FAULTS), metavar="NAME",
-                        help="switch on a silent bug: " + ", ".join(FAULTS))
+    faults.add_argument("--fault", choices=(*FAULTS, *RANK_FAULTS), metavar="NAME",
+                        help="switch on a silent bug: " + ", ".join(FAULTS) + "; with "
+                             "several ranks (torchrun) also " + ", ".join(RANK_FAULTS))
     faults.add_argument("--fault-step", type=int, default=1, metavar="K",
                         help="the optimizer step at which the fault starts")
     return parser

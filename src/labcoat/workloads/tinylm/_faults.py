@@ -52,6 +52,11 @@ FAULTS: dict[str, str] = {
     "step_skipped": "from K, optimizer.step() runs only at even steps (a wrong condition)",
     "optimizer_reset": "at K, the optimizer state is wiped (Adam moments and step counts)",
 }
+# Faults of data-parallel runs (torchrun, `ranks: N`); with one process they do nothing.
+RANK_FAULTS: dict[str, str] = {
+    "replica_drift": "at K, the last rank's copy of the first block's MLP input weight is "
+                     "nudged by 0.1% (a rank-local bug): the replicas no longer agree",
+}
 NEEDS_DROPOUT = ("dropout_in_eval", "eval_mode_stuck")  # silent only if dropout > 0
 FLIP_BIT = 24  # float32 bit 24 is the exponent's second bit: the value becomes x4 or /4
 SHIFT = 3  # token_shift: ids move by this many places (mod the vocabulary)
@@ -66,8 +71,9 @@ class Fault:
     step: int
 
     def __post_init__(self) -> None:
-        if self.name not in FAULTS:
-            raise LabcoatError(f"unknown fault {self.name!r}; choose from {', '.join(FAULTS)}")
+        if self.name not in FAULTS and self.name not in RANK_FAULTS:
+            raise LabcoatError(f"unknown fault {self.name!r}; choose from "
+                               f"{', '.join([*FAULTS, *RANK_FAULTS])}")
         if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 1:
             raise LabcoatError(f"fault step {self.step!r} must be an integer >= 1")
 
@@ -140,6 +146,9 @@ class Injector:
             _flip(blocks[0].attn.qkv.weight.data)
         elif self._on("optimizer_reset", step, once=True):
             self.optimizer.state.clear()
+        elif self._on("replica_drift", step, once=True) and _last_rank():
+            with torch.no_grad():
+                blocks[0].mlp.up.weight.mul_(1.001)
 
     def loss_scale(self, step: int) -> float:
         return LOSS_SCALE if self._on("loss_scale", step) else 1.0
@@ -169,6 +178,13 @@ class Injector:
         if self._on("eval_mode_stuck", step):
             return "stuck"
         return "normal"
+
+
+def _last_rank() -> bool:
+    """This process is the last rank of an initialized data-parallel group of 2 or more."""
+    dist = torch.distributed
+    return (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+            and dist.get_rank() == dist.get_world_size() - 1)
 
 
 def _flip(t: torch.Tensor) -> None:

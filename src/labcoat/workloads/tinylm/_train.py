@@ -19,6 +19,11 @@ schedule, a causal model, next-token-shifted labels, the padding id, the eval
 items and the loss for recomputation. It never changes what is computed: a
 guarded run is bit-identical to an unguarded one. ``fault=`` switches on a
 silent bug at a chosen step (see `_faults`).
+
+Started by torchrun with N ranks (WORLD_SIZE > 1), ``train`` trains
+data-parallel: DistributedDataParallel over gloo, each rank on its shard of
+the same global batch, rank 0 saving checkpoints that every rank restores
+(see `_distributed`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import torch.nn.functional as F
 from labcoat.errors import LabcoatError
 from labcoat.sdk import Run
 from labcoat.torch import Alert, Checkpointer, Guard, GuardConfig, watch
+from labcoat.workloads.tinylm._distributed import Group, data_parallel
 from labcoat.workloads.tinylm._faults import Fault, Injector, check_dropout
 from labcoat.workloads.tinylm._model import TinyLM
 from labcoat.workloads.tinylm._mup import apply_mup_init, mup_model_options, mup_param_groups
@@ -369,7 +375,8 @@ def train(cfg: Config, run: Run | None = None, *,
     check_dropout(fault, cfg.dropout)
     eval_set = make_eval_set(cfg.eval_items, cfg.tasks)
     stream = TrainStream(cfg.seed_for("data"), eval_set.held_out(), cfg.tasks)
-    with _torch_settings(cfg), torch.random.fork_rng(devices=[]), _global_rngs_kept():
+    with (_torch_settings(cfg), torch.random.fork_rng(devices=[]), _global_rngs_kept(),
+          data_parallel(cfg.batch_size) as dp):
         model = build_model(cfg)
         optimizer = build_optimizer(model, cfg)
         torch.manual_seed(cfg.seed_for("dropout"))  # dropout is the only global-RNG consumer
@@ -380,6 +387,8 @@ def train(cfg: Config, run: Run | None = None, *,
             checkpointer.track(model=model, optimizer=optimizer, data_rng=stream._rng,
                                data_position=_StreamPosition(stream), progress=progress)
             first = checkpointer.restore() + 1  # also restores the dropout RNG
+        dp.same_step(first - 1)
+        net = dp.wrap(model)  # DDP when torchrun started several ranks
         losses: list[float] = progress["losses"]
         history: dict[int, float] = progress["history"]
         scores: dict[str, torch.Tensor] = {}
@@ -390,10 +399,12 @@ def train(cfg: Config, run: Run | None = None, *,
         try:
             for step in range(first, cfg.steps + 1):
                 lr = learning_rate(step, cfg)
-                loss = _train_step(model, optimizer, stream, cfg, lr, step, faults, watcher)
+                loss, work = _train_step(model, optimizer, stream, cfg, lr, step, faults,
+                                          watcher, dp=dp, net=net)
                 losses.append(loss)
                 if run is not None:
                     run.log(step, loss=loss, lr=lr)
+                    run.log_work(step, work)
                 if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
                     scores = evaluate(model, eval_set, modes=faults.evaluation_mode(step))
                     history[step] = _log_eval(run, step, scores, eval_set)
@@ -401,7 +412,8 @@ def train(cfg: Config, run: Run | None = None, *,
                     em = f" exact_match {history[step]:.3f}" if step in history else ""
                     echo(f"step {step}/{cfg.steps} loss {loss:.4f} lr {lr:.2e}{em} "
                          f"({time.perf_counter() - started:.1f}s)")
-                if checkpointer is not None and checkpointer.should_save(step):
+                if (checkpointer is not None and checkpointer.should_save(step)
+                        and dp.rank == 0):  # rank 0 saves, every rank restores
                     checkpointer.save(step)
             if not scores:  # resumed from a checkpoint of the last step: evaluate it again
                 scores = evaluate(model, eval_set)
@@ -466,19 +478,24 @@ def _global_rngs_kept() -> Iterator[None]:
 
 def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainStream,
                 cfg: Config, lr: float, step: int, faults: Injector,
-                guard: Guard | None) -> float:
-    """One optimizer update at learning rate `lr`; returns the batch loss.
+                guard: Guard | None, *, dp: Group, net: torch.nn.Module
+                ) -> tuple[float, float]:
+    """One optimizer update at learning rate `lr`; returns the batch loss (the mean over
+    ranks) and this rank's own work time (data and forward, before any gradient sync).
 
     `faults` hooks in at fixed points (they do nothing without a fault); the
     guard gets the batch after the forward (before the update, so it can
-    recompute the step) and the loss after the update.
+    recompute the step) and the loss after the update. `net` is `model` or its DDP
+    wrapper, which trains on this rank's shard of the batch.
     """
-    inputs, labels = faults.batch(step, *stream.batch(cfg.batch_size))
+    started = time.perf_counter()
+    inputs, labels = dp.shard(*faults.batch(step, *stream.batch(cfg.batch_size)))
     if faults.sets_lr(step):
         for group in optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)  # muP: per-group multipliers
     faults.before_forward(step)
-    loss = masked_loss(model(inputs), labels)
+    loss = masked_loss(net(inputs), labels)
+    work = time.perf_counter() - started
     if guard is not None:
         guard.record(batch=(inputs, labels))
     if faults.zeroes_grad(step):
@@ -490,10 +507,10 @@ def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainSt
     faults.after_backward(step)
     if faults.steps_optimizer(step):
         optimizer.step()
-    value = loss.item()
+    value = dp.mean(loss.item())
     if guard is not None:
         guard.record(loss=value)
-    return value
+    return value, work
 
 
 def _log_eval(run: Run | None, step: int, scores: dict[str, torch.Tensor],
