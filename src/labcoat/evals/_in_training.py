@@ -1,0 +1,125 @@
+"""Evaluation inside the training loop: a fixed stratified subset on a cadence, the full suite
+at the end, within a time budget.
+
+The subset is the first k items of the suite's seeded stratified order
+(`EvalSuite.stratified_order`), the same k items at every evaluation, so any
+two evaluations are paired item by item. k is chosen once, at the first
+evaluation, as the largest size whose measured cost fits the budget:
+
+    k = budget * (training seconds per `every` steps) / (eval seconds per item)
+
+with both rates measured in this run (a probe of the first items times the
+engine; the steps before the first evaluation time the training), never
+fewer than one item per task, never more than the suite. An explicit
+`subset_size` replaces the budget. The final evaluation scores the whole
+suite whatever it costs (it is the result). Each evaluation logs every item
+(`run.log_items`), the macro and per-task means, and ``eval/items``,
+``eval/seconds`` and ``eval/fraction`` (evaluation time over training time
+so far), so the budget can be checked afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from labcoat.errors import LabcoatError
+from labcoat.evals._engine import EvalEngine, EvalResult
+
+if TYPE_CHECKING:
+    from labcoat.sdk import Run
+
+DEFAULT_BUDGET = 0.05  # at most 5% of training time goes to in-training evaluation
+PROBE_ITEMS = 64  # items timed to measure the per-item cost (the subset's first items)
+
+
+class InTrainingEval:
+    """Call `after_step(step)` after every optimizer step; it evaluates when due.
+
+    every: evaluate every N steps (0 or None: only at the end).
+    total_steps: the last step, evaluated on the full suite.
+    budget: fraction of training time for in-training evaluations (0 or None:
+        the full suite at every evaluation, no budget).
+    subset_size: a fixed number of items instead of the budget.
+    seed: the stratified order's seed (keep it fixed across the runs you compare).
+    start_step: the step training starts after (a resumed run's restored step).
+    eval_mode: passed to `EvalEngine.score`.
+    clock: seconds, monotonic (`time.perf_counter`).
+    """
+
+    def __init__(self, engine: EvalEngine, run: Run | None, *, every: int | None,
+                 total_steps: int, budget: float | None = DEFAULT_BUDGET,
+                 subset_size: int | None = None, seed: int = 0, start_step: int = 0,
+                 eval_mode: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if budget is not None and not 0 <= budget < 1:
+            raise LabcoatError(f"eval budget {budget} must be a fraction of training time in "
+                               "[0, 1), e.g. 0.05 (0: no budget, the full suite every time)")
+        if subset_size is not None and subset_size < 1:
+            raise LabcoatError(f"eval subset size {subset_size} must be >= 1")
+        if every is not None and every < 0:
+            raise LabcoatError(f"eval every {every} must be >= 0 (0: at the end only)")
+        self.engine, self.run = engine, run
+        self.every, self.total_steps = every or 0, total_steps
+        self.budget, self.seed, self.eval_mode, self.clock = budget or 0.0, seed, eval_mode, clock
+        self.order = engine.suite.stratified_order(seed)
+        self.subset_size = None if subset_size is None else min(subset_size, len(self.order))
+        self.start_step = start_step
+        self.started = clock()
+        self.eval_seconds = 0.0
+        self.results: dict[int, EvalResult] = {}
+
+    def due(self, step: int) -> bool:
+        return step == self.total_steps or bool(self.every and step % self.every == 0)
+
+    def after_step(self, step: int, *, eval_mode: bool | None = None) -> EvalResult | None:
+        """Evaluate if `step` is due: the full suite at the last step, else the subset."""
+        if not self.due(step):
+            return None
+        mode = self.eval_mode if eval_mode is None else eval_mode
+        if step == self.total_steps:
+            return self._evaluate(step, None, mode)
+        if self.subset_size is None:
+            self.subset_size = self._choose_size(step, mode)
+        return self._evaluate(step, self.order[: self.subset_size], mode)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to evaluate the same subset (for a Checkpointer)."""
+        return {"subset_size": self.subset_size, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("seed") != self.seed:
+            raise LabcoatError(f"checkpoint evaluated with eval seed {state.get('seed')}, this "
+                               f"run uses {self.seed}; resume with the same seed")
+        self.subset_size = state.get("subset_size")
+
+    def _choose_size(self, step: int, eval_mode: bool) -> int:
+        """The largest subset whose measured cost fits the budget (see the module docstring)."""
+        n = len(self.order)
+        if not self.budget:
+            return n
+        training = max(self.clock() - self.started - self.eval_seconds, 1e-9)
+        per_interval = training / max(step - self.start_step, 1) * self.every
+        probe = self.order[: min(PROBE_ITEMS, n)]
+        self.engine.prepare()  # tokenizing is a one-off: keep it out of the per-item cost
+        t0 = self.clock()
+        self.engine.score(probe, eval_mode=eval_mode)
+        cost = (self.clock() - t0) / len(probe)
+        self.eval_seconds += self.clock() - t0
+        floor = len(self.engine.suite.tasks)
+        return int(min(n, max(floor, math.floor(self.budget * per_interval / max(cost, 1e-12)))))
+
+    def _evaluate(self, step: int, indices: np.ndarray | None, eval_mode: bool) -> EvalResult:
+        t0 = self.clock()
+        result = self.engine.score(indices, eval_mode=eval_mode)
+        self.eval_seconds += self.clock() - t0
+        training = max(self.clock() - self.started - self.eval_seconds, 1e-9)
+        result.log(self.run, step, **{"eval/items": float(len(result.items)),
+                                      "eval/seconds": result.seconds,
+                                      "eval/fraction": self.eval_seconds / training})
+        self.results[step] = result
+        return result
