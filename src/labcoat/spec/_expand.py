@@ -21,6 +21,7 @@ from labcoat.spec._schema import Design, Scalar, factor_arm_name
 
 # Seeds of different arms when `paired_seeds: false`: arm i gets seed + i * OFFSET.
 UNPAIRED_SEED_OFFSET = 100_003
+DEFAULT_EVAL_BUDGET = 0.05  # {eval_budget} when the design gives none: 5% of training time
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +96,7 @@ def expand(design: Design, *, python: str | None = None) -> list[TrialSpec]:
                           "scale": scale.name if scale else "",
                           "eval_every": design.eval.every if design.eval else "",
                           "eval_items": design.eval.items_per_task if design.eval else "",
+                          "eval_budget": _eval_budget(design),
                           "python": python or sys.executable}
                 trials.append(TrialSpec(key=key, arm=arm.name, seed=seed_value, params=params,
                                         command=render_command(design.command, values),
@@ -119,9 +121,18 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _eval_budget(design: Design) -> float:
+    """{eval_budget}: the declared fraction, else the default 5% of training time."""
+    budget = design.eval.budget if design.eval else None
+    return DEFAULT_EVAL_BUDGET if budget is None else budget
+
+
 def design_hash(design: Design) -> str:
     """sha256 of the validated design: comments and key order do not change it, nor do
     sections added to the schema later while a design leaves them out (`data`)."""
-    dumped = design.model_dump(mode="json", exclude={"data"} if design.data is None else None)
+    exclude: dict[str, Any] = {"data": True} if design.data is None else {}
+    if design.eval is not None and design.eval.budget is None:
+        exclude["eval"] = {"budget"}  # added later: designs without it keep their hash
+    dumped = design.model_dump(mode="json", exclude=exclude or None)
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

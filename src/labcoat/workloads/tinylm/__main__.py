@@ -56,6 +56,9 @@ _HELP = {
     "grad_clip": "max global gradient norm (0: no clipping)",
     "eval_every": "evaluate every N steps, and always at the last step (0: last only)",
     "eval_items": "held-out items per task",
+    "eval_budget": "fraction of training time for in-training evals: they score a fixed "
+                   "stratified subset sized to fit (the last step scores every item; 0: every "
+                   "item at every eval)",
     "threads": "torch threads; None: torch's choice, which follows OMP_NUM_THREADS",
     "seed": "master seed; init, data and dropout seeds derive from it unless given",
     "init_seed": "seed of the weight initialization; None: derived from --seed",
