@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from labcoat.evals._naive import naive_scores
     from labcoat.evals._ngrams import normalize_text
     from labcoat.evals._scorers import Scorer, parse_scorer, score_text
+    from labcoat.evals._subset import ResultMatrix, SubsetChoice, choose_subset, result_matrix
     from labcoat.evals._suite import EvalSuite, load_suite
     from labcoat.evals._tokenizer import Tokenizer, as_tokenizer
 
@@ -45,6 +46,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_lm_eval_task": ("load_lm_eval_task",),
     "_naive": ("naive_scores",),
     "_scorers": ("Scorer", "parse_scorer", "score_text"),
+    "_subset": ("ResultMatrix", "SubsetChoice", "choose_subset", "result_matrix"),
     "_suite": ("EvalSuite", "load_suite"),
     "_tokenizer": ("Tokenizer", "as_tokenizer"),
     "_importers": ("ItemScores", "load_item_scores"),
