@@ -7,6 +7,7 @@ Python sums of log-probabilities.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -187,3 +188,30 @@ def test_budget_floor_and_bad_settings(model: torch.nn.Module) -> None:
     assert evaluator.subset_size == 10  # never fewer than one item per task
     with pytest.raises(LabcoatError, match="eval budget 1.5 must be a fraction"):
         InTrainingEval(engine, None, every=1, total_steps=5, budget=1.5)
+
+
+def test_in_training_evals_on_a_chosen_subset_file(tmp_path: Path) -> None:
+    """tinylm with --eval-subset: cadence evals score exactly the file's items, the last all."""
+    chosen = [("copy", "copy/0001"), ("agree", "agree/0000"), ("sort", "sort/0002")]
+    path = tmp_path / "subset.json"
+    path.write_text(json.dumps({"format": "labcoat.eval_subset", "version": 1, "items": [
+        {"task": t, "item": i} for t, i in chosen]}))
+    assert evals.load_subset_file(path) == chosen
+    run = Run(journal=tmp_path / "journal.jsonl", experiment="e", trial="t", attempt=1,
+              arm=None, seed=None, params={}, adhoc=True)
+    train(Config(width=16, depth=1, heads=2, batch_size=8, steps=6, eval_every=3, eval_items=3,
+                 threads=1, eval_subset=str(path)), run)
+    run.finish()
+    records = [r for _, r in read_journal(tmp_path / "journal.jsonl").records
+               if r["kind"] == "items"]
+    at_3 = {(r["task"], i) for r in records if r["step"] == 3 for i in r["items"]}
+    assert at_3 == set(chosen)
+    assert sum(len(r["items"]) for r in records if r["step"] == 6) == 30
+    path.write_text(json.dumps({"format": "labcoat.eval_subset", "version": 1,
+                                "items": [{"task": "copy", "item": "copy/9999"}]}))
+    with pytest.raises(LabcoatError, match="1 of 1 items are not in suite 'tinylm' .*copy/9999"):
+        train(Config(width=16, depth=1, heads=2, batch_size=8, steps=2, eval_every=1,
+                     eval_items=3, threads=1, eval_subset=str(path)))
+    path.write_text("{}")
+    with pytest.raises(LabcoatError, match="not a labcoat eval subset"):
+        evals.load_subset_file(path)

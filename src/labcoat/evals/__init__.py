@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from labcoat.evals._engine import EvalEngine, EvalResult
     from labcoat.evals._eval_items import EvalItem, load_eval_items
     from labcoat.evals._importers import ItemScores, load_item_scores
-    from labcoat.evals._in_training import InTrainingEval
+    from labcoat.evals._in_training import InTrainingEval, load_subset_file
     from labcoat.evals._lm_eval_task import load_lm_eval_task
     from labcoat.evals._naive import naive_scores
     from labcoat.evals._ngrams import normalize_text
@@ -42,7 +42,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
                        "TaskContamination", "scan_contamination"),
     "_engine": ("EvalEngine", "EvalResult"),
     "_eval_items": ("EvalItem", "load_eval_items"),
-    "_in_training": ("InTrainingEval",),
+    "_in_training": ("InTrainingEval", "load_subset_file"),
     "_lm_eval_task": ("load_lm_eval_task",),
     "_naive": ("naive_scores",),
     "_scorers": ("Scorer", "parse_scorer", "score_text"),

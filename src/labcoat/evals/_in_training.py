@@ -11,7 +11,9 @@ evaluation, as the largest size whose measured cost fits the budget:
 with both rates measured in this run (a probe of the first items times the
 engine; the steps before the first evaluation time the training), never
 fewer than one item per task, never more than the suite. An explicit
-`subset_size` replaces the budget. The final evaluation scores the whole
+`subset_size` replaces the budget, and explicit `subset_items` (e.g. chosen
+by `choose_subset` to keep the ranking, read with `load_subset_file`)
+replace the stratified order. The final evaluation scores the whole
 suite whatever it costs (it is the result). Each evaluation logs every item
 (`run.log_items`), the macro and per-task means, and ``eval/items``,
 ``eval/seconds`` and ``eval/fraction`` (evaluation time over training time
@@ -20,9 +22,11 @@ so far), so the budget can be checked afterwards.
 
 from __future__ import annotations
 
+import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,6 +49,8 @@ class InTrainingEval:
     budget: fraction of training time for in-training evaluations (0 or None:
         the full suite at every evaluation, no budget).
     subset_size: a fixed number of items instead of the budget.
+    subset_items: (task, item id) pairs to evaluate on the cadence instead of a
+        budget-sized stratified subset.
     seed: the stratified order's seed (keep it fixed across the runs you compare).
     start_step: the step training starts after (a resumed run's restored step).
     eval_mode: passed to `EvalEngine.score`.
@@ -53,7 +59,9 @@ class InTrainingEval:
 
     def __init__(self, engine: EvalEngine, run: Run | None, *, every: int | None,
                  total_steps: int, budget: float | None = DEFAULT_BUDGET,
-                 subset_size: int | None = None, seed: int = 0, start_step: int = 0,
+                 subset_size: int | None = None,
+                 subset_items: Sequence[tuple[str, str]] | None = None, seed: int = 0,
+                 start_step: int = 0,
                  eval_mode: bool = True,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         if budget is not None and not 0 <= budget < 1:
@@ -67,6 +75,9 @@ class InTrainingEval:
         self.every, self.total_steps = every or 0, total_steps
         self.budget, self.seed, self.eval_mode, self.clock = budget or 0.0, seed, eval_mode, clock
         self.order = engine.suite.stratified_order(seed)
+        if subset_items is not None:
+            self.order = _indices(engine, subset_items)
+            subset_size = len(self.order)
         self.subset_size = None if subset_size is None else min(subset_size, len(self.order))
         self.start_step = start_step
         self.started = clock()
@@ -84,7 +95,7 @@ class InTrainingEval:
         if step == self.total_steps:
             return self._evaluate(step, None, mode)
         if self.subset_size is None:
-            self.subset_size = self._choose_size(step, mode)
+            return self._first_evaluation(step, mode)
         return self._evaluate(step, self.order[: self.subset_size], mode)
 
     def state_dict(self) -> dict[str, Any]:
@@ -97,29 +108,88 @@ class InTrainingEval:
                                f"run uses {self.seed}; resume with the same seed")
         self.subset_size = state.get("subset_size")
 
-    def _choose_size(self, step: int, eval_mode: bool) -> int:
-        """The largest subset whose measured cost fits the budget (see the module docstring)."""
+    def _first_evaluation(self, step: int, eval_mode: bool) -> EvalResult:
+        """Time a probe of the first items, size the subset to the budget, score the rest.
+
+        The probe's items are the subset's first items, so their scores are used,
+        not thrown away; tokenizing (a one-off) is kept out of the per-item cost.
+        """
         n = len(self.order)
         if not self.budget:
-            return n
+            self.subset_size = n
+            return self._evaluate(step, self.order, eval_mode)
         training = max(self.clock() - self.started - self.eval_seconds, 1e-9)
         per_interval = training / max(step - self.start_step, 1) * self.every
-        probe = self.order[: min(PROBE_ITEMS, n)]
-        self.engine.prepare()  # tokenizing is a one-off: keep it out of the per-item cost
-        t0 = self.clock()
-        self.engine.score(probe, eval_mode=eval_mode)
-        cost = (self.clock() - t0) / len(probe)
-        self.eval_seconds += self.clock() - t0
+        self.engine.prepare()
+        probe = self._score(self.order[: min(PROBE_ITEMS, n)], eval_mode)
+        cost = probe.seconds / len(probe.items)
         floor = len(self.engine.suite.tasks)
-        return int(min(n, max(floor, math.floor(self.budget * per_interval / max(cost, 1e-12)))))
+        size = math.floor(self.budget * per_interval / max(cost, 1e-12))
+        self.subset_size = int(min(n, max(floor, size)))
+        if self.subset_size <= len(probe.items):
+            return self._log(step, _head(probe, self.subset_size))
+        rest = self._score(self.order[len(probe.items): self.subset_size], eval_mode)
+        return self._log(step, _concat(probe, rest))
 
     def _evaluate(self, step: int, indices: np.ndarray | None, eval_mode: bool) -> EvalResult:
+        return self._log(step, self._score(indices, eval_mode))
+
+    def _score(self, indices: np.ndarray | None, eval_mode: bool) -> EvalResult:
+        """engine.score, timed by this evaluator's clock (the seconds it reports too)."""
         t0 = self.clock()
         result = self.engine.score(indices, eval_mode=eval_mode)
-        self.eval_seconds += self.clock() - t0
+        result.seconds = self.clock() - t0
+        self.eval_seconds += result.seconds
+        return result
+
+    def _log(self, step: int, result: EvalResult) -> EvalResult:
         training = max(self.clock() - self.started - self.eval_seconds, 1e-9)
         result.log(self.run, step, **{"eval/items": float(len(result.items)),
                                       "eval/seconds": result.seconds,
                                       "eval/fraction": self.eval_seconds / training})
         self.results[step] = result
         return result
+
+
+def _head(result: EvalResult, k: int) -> EvalResult:
+    return EvalResult(result.suite, result.metric, result.tasks[:k], result.items[:k],
+                      result.scores[:k], result.indices[:k], result.seconds)
+
+
+def _concat(a: EvalResult, b: EvalResult) -> EvalResult:
+    return EvalResult(a.suite, a.metric, a.tasks + b.tasks, a.items + b.items,
+                      np.concatenate([a.scores, b.scores]), np.concatenate([a.indices, b.indices]),
+                      a.seconds + b.seconds)
+
+
+def _indices(engine: EvalEngine, keys: Sequence[tuple[str, str]]) -> np.ndarray:
+    position = {(item.task, item.id): i for i, item in enumerate(engine.suite.items)}
+    missing = [k for k in keys if tuple(k) not in position]
+    if missing or not keys:
+        raise LabcoatError(f"eval subset: {len(missing)} of {len(keys)} items are not in suite "
+                           f"{engine.suite.name!r} (first: task {missing[0][0]!r}, item "
+                           f"{missing[0][1]!r}); choose the subset from results of this suite"
+                           if missing else "eval subset: no items")
+    return np.asarray([position[tuple(k)] for k in keys], dtype=np.int64)
+
+
+def load_subset_file(path: str | Path) -> list[tuple[str, str]]:
+    """(task, item) pairs from a `labcoat evals subset --out` file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LabcoatError(f"{path}: no such file; write one with `labcoat evals subset ... "
+                           "--out FILE`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise LabcoatError(f"{path}: not a readable JSON subset file ({e})") from None
+    if not isinstance(data, dict) or data.get("format") != "labcoat.eval_subset":
+        raise LabcoatError(f"{path}: not a labcoat eval subset (format labcoat.eval_subset); "
+                           "write one with `labcoat evals subset ... --out FILE`")
+    if data.get("version") != 1:
+        raise LabcoatError(f"{path}: eval subset version {data.get('version')!r}; this labcoat "
+                           "reads version 1")
+    try:
+        return [(str(d["task"]), str(d["item"])) for d in data["items"]]
+    except (KeyError, TypeError):
+        raise LabcoatError(f"{path}: items must be a list of {{\"task\", \"item\"}}") from None

@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="use a separate output head instead of tying it to the embeddings")
     parser.add_argument("--tasks", default=",".join(TASKS),
                         help="comma-separated subset of tasks to train and evaluate")
+    parser.add_argument("--eval-subset", metavar="FILE",
+                        help="in-training evals score exactly the items of this `labcoat evals "
+                             "subset --out` file (the last step still scores every item)")
     parser.add_argument("--checkpoint-dir", default=os.environ.get(env.CHECKPOINT_DIR),
                         help=f"resume from and save checkpoints in this directory (default: "
                              f"${env.CHECKPOINT_DIR}; neither set: no checkpoints)")
@@ -140,7 +143,8 @@ def guard_from_args(args: argparse.Namespace) -> dict[str, Any] | bool:
 def config_from_args(args: argparse.Namespace) -> Config:
     fields = {name: getattr(args, name) for name in _HELP}
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
-    return Config(**fields, tie_embeddings=not args.untied, tasks=tasks)
+    return Config(**fields, tie_embeddings=not args.untied, tasks=tasks,
+                  eval_subset=args.eval_subset)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

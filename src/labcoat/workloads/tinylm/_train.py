@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from labcoat.errors import LabcoatError
-from labcoat.evals import EvalEngine, InTrainingEval
+from labcoat.evals import EvalEngine, InTrainingEval, load_subset_file
 from labcoat.sdk import Run
 from labcoat.torch import Alert, Checkpointer, Guard, GuardConfig, watch
 from labcoat.workloads.tinylm._faults import Fault, Injector, check_dropout
@@ -106,6 +106,9 @@ class Config:
     # always scores the whole set. A budget makes the subset size depend on measured speed:
     # use 0 when two runs' in-training curves must be bit-identical.
     eval_budget: float = 0.05
+    # A `labcoat evals subset --out` file: in-training evals score exactly these items (chosen to
+    # keep the full set's ranking) instead of a budget-sized subset. None: the budget decides.
+    eval_subset: str | None = None
     tasks: tuple[str, ...] = tuple(TASKS)  # the task mixture (uniform) and eval tasks
     # execution and randomness
     threads: int | None = None  # torch.set_num_threads; None keeps torch's (OMP_NUM_THREADS)
@@ -412,7 +415,8 @@ def train(cfg: Config, run: Run | None = None, *,
         evaluator = InTrainingEval(
             EvalEngine(model, TOKENIZER, eval_suite(eval_set)), run, every=cfg.eval_every,
             total_steps=cfg.steps, budget=cfg.eval_budget, start_step=first - 1,
-            subset_size=progress.get("eval_subset"))  # a resumed run keeps its subset
+            subset_size=progress.get("eval_subset"),  # a resumed run keeps its subset
+            subset_items=load_subset_file(cfg.eval_subset) if cfg.eval_subset else None)
         try:
             for step in range(first, cfg.steps + 1):
                 lr = learning_rate(step, cfg)
