@@ -177,6 +177,12 @@ def test_in_training_evals_fit_the_budget_on_one_fixed_subset(model: torch.nn.Mo
     logged = {r["step"]: r["metrics"] for r in records if r["kind"] == "log"}
     assert logged[10]["eval/items"] == 120 and logged[10]["exact_match"] == pytest.approx(
         evaluator.results[10].macro)
+    events = {r["event"]: r for r in records if r["kind"] == "event"}
+    assert events["eval.subset"]["data"]["seconds_per_item"] == pytest.approx(per_item)
+    assert events["eval.subset"]["data"]["training_seconds_per_interval"] == pytest.approx(5.0)
+    budget = events["eval.budget"]["data"]  # 3 evals of 120 items; 30 steps of training
+    assert budget["eval_seconds"] == pytest.approx(3 * 120 * per_item)
+    assert budget["fraction"] == pytest.approx(3 * 120 * per_item / (steps * step_seconds))
 
 
 def test_budget_floor_and_bad_settings(model: torch.nn.Module) -> None:

@@ -15,9 +15,12 @@ fewer than one item per task, never more than the suite. An explicit
 by `choose_subset` to keep the ranking, read with `load_subset_file`)
 replace the stratified order. The final evaluation scores the whole
 suite whatever it costs (it is the result). Each evaluation logs every item
-(`run.log_items`), the macro and per-task means, and ``eval/items``,
-``eval/seconds`` and ``eval/fraction`` (evaluation time over training time
-so far), so the budget can be checked afterwards.
+(`run.log_items`), the macro and per-task means and ``eval/items``. Timings
+are not metrics (a resumed run must log the same values as an uninterrupted
+one): an ``eval.subset`` event records the sizing (seconds per item, training
+seconds per interval, budget, size) and an ``eval.budget`` event at the last
+step the evaluation seconds and their fraction of training time, so the
+budget can be checked afterwards.
 """
 
 from __future__ import annotations
@@ -126,6 +129,12 @@ class InTrainingEval:
         floor = len(self.engine.suite.tasks)
         size = math.floor(self.budget * per_interval / max(cost, 1e-12))
         self.subset_size = int(min(n, max(floor, size)))
+        if self.run is not None:
+            self.run.event("eval.subset", f"in-training evals score {self.subset_size} of {n} "
+                           f"items ({cost * 1e3:.3g} ms per item, {self.budget:.0%} budget)",
+                           step=step, items=self.subset_size, suite_items=n,
+                           seconds_per_item=cost, training_seconds_per_interval=per_interval,
+                           budget=self.budget)
         if self.subset_size <= len(probe.items):
             return self._log(step, _head(probe, self.subset_size))
         rest = self._score(self.order[len(probe.items): self.subset_size], eval_mode)
@@ -143,11 +152,15 @@ class InTrainingEval:
         return result
 
     def _log(self, step: int, result: EvalResult) -> EvalResult:
-        training = max(self.clock() - self.started - self.eval_seconds, 1e-9)
-        result.log(self.run, step, **{"eval/items": float(len(result.items)),
-                                      "eval/seconds": result.seconds,
-                                      "eval/fraction": self.eval_seconds / training})
+        result.log(self.run, step, **{"eval/items": float(len(result.items))})
         self.results[step] = result
+        if step == self.total_steps and self.run is not None:
+            training = max(self.clock() - self.started - self.eval_seconds, 1e-9)
+            self.run.event("eval.budget", f"evaluation took {self.eval_seconds:.3g} s, "
+                           f"{self.eval_seconds / training:.1%} of training time (the final "
+                           "full evaluation included)", step=step,
+                           eval_seconds=self.eval_seconds, training_seconds=training,
+                           fraction=self.eval_seconds / training)
         return result
 
 
