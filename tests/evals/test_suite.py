@@ -189,3 +189,11 @@ def test_lm_eval_bad_inputs(tmp_path: Path) -> None:
                  "doc_to_text: q\ndoc_to_target: a\noutput_type: loglikelihood\n")
     with pytest.raises(LabcoatError, match="output_type 'loglikelihood' is not supported"):
         evals.load_suite(path)
+
+
+def test_numeric_suite_needs_numbers_in_targets(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "input": "x", "target": "12"},
+                                               {"id": "b", "input": "y", "target": "twelve"}])
+    with pytest.raises(LabcoatError, match="item 'b' of task 't' has target 'twelve', which "
+                       "holds no number"):
+        evals.load_suite(path, "numeric")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -128,47 +128,17 @@ class EvalEngine:
         """Tokenize every item once (the cache every later evaluation reuses)."""
         if self._rows is not None:
             return
-        tok, suite = self.tokenizer, self.suite
-        seqs, starts, owner, choice = [], [], [], []
-        gold, n_choices = [], []
-        for i, item in enumerate(suite.items):
-            context = list(tok.encode(item.input))
-            if suite.scorer.kind == "multiple_choice":
-                gold.append(gold_index(item))
-                n_choices.append(len(item.choices or ()))
-                for c, option in enumerate(item.choices or ()):
-                    seqs.append(context + list(tok.encode(suite.delimiter + option)))
-                    starts.append(len(context)), owner.append(i), choice.append(c)
-            elif suite.scorer.generates:
-                seqs.append(context)
-                starts.append(len(context)), owner.append(i), choice.append(0)
-            else:
-                end = [] if tok.eos_id is None else [tok.eos_id]
-                seqs.append(context + list(tok.encode(suite.delimiter + item.target)) + end)
-                starts.append(len(context)), owner.append(i), choice.append(0)
+        suite, tok = self.suite, self.tokenizer
+        rows = _tokenize(suite, tok)
         if suite.scorer.generates:
             self._text_rule = suite.scorer.resolve()
             longest_target = 1 + max(len(tok.encode(suite.delimiter + item.target))
                                      for item in suite.items)  # + EOS
-            room = (self.max_len or 10**9) - max(map(len, seqs))
+            room = (self.max_len or 10**9) - max(map(len, rows.seqs))
             self._new_tokens = self.max_new_tokens or max(longest_target,
                                                           min(longest_target + 8, room))
-        self._check_lengths(seqs, starts)
-        width = max(map(len, seqs))
-        matrix = torch.full((len(seqs), width), tok.pad_id, dtype=torch.int64)
-        for r, seq in enumerate(seqs):  # once per suite, not per evaluation
-            matrix[r, : len(seq)] = torch.as_tensor(seq, dtype=torch.int64)
-        owner_t = torch.as_tensor(owner, dtype=torch.int64)
-        self._rows = {
-            "tokens": matrix,
-            "lengths": torch.as_tensor([len(s) for s in seqs], dtype=torch.int64),
-            "starts": torch.as_tensor(starts, dtype=torch.int64),
-            "owner": owner_t,
-            "choice": torch.as_tensor(choice, dtype=torch.int64),
-            "first_row": torch.searchsorted(owner_t, torch.arange(len(suite.items))),
-            "gold": torch.as_tensor(gold, dtype=torch.int64),
-            "n_choices": torch.as_tensor(n_choices or [1] * len(suite.items), dtype=torch.int64),
-        }
+        self._check_lengths(rows.seqs, rows.starts)
+        self._rows = rows.pack(tok.pad_id, len(suite.items))
 
     def _check_lengths(self, seqs: list[list[int]], starts: list[int]) -> None:
         for seq, start in zip(seqs, starts, strict=True):
@@ -297,6 +267,60 @@ class EvalEngine:
         items = self.suite.items
         return np.asarray([self._text_rule(items[i], text)
                            for i, text in zip(chosen.tolist(), texts, strict=True)], dtype=float)
+
+
+@dataclass
+class _Tokenized:
+    """Rows as Python lists: one per item (one per choice for multiple choice)."""
+
+    seqs: list[list[int]] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)  # first judged position (context length)
+    owner: list[int] = field(default_factory=list)  # the row's item
+    choice: list[int] = field(default_factory=list)  # the row's choice (0 without choices)
+    gold: list[int] = field(default_factory=list)  # per item: the answer's choice index
+    n_choices: list[int] = field(default_factory=list)  # per item
+
+    def add(self, seq: list[int], start: int, item: int, option: int = 0) -> None:
+        self.seqs.append(seq)
+        self.starts.append(start)
+        self.owner.append(item)
+        self.choice.append(option)
+
+    def pack(self, pad_id: int, n_items: int) -> dict[str, torch.Tensor]:
+        """One padded (rows, T) token matrix and per-row/per-item index tensors."""
+        matrix = torch.full((len(self.seqs), max(map(len, self.seqs))), pad_id,
+                            dtype=torch.int64)
+        for r, seq in enumerate(self.seqs):  # once per suite, not per evaluation
+            matrix[r, : len(seq)] = torch.as_tensor(seq, dtype=torch.int64)
+        owner = torch.as_tensor(self.owner, dtype=torch.int64)
+
+        def ints(values: list[int]) -> torch.Tensor:
+            return torch.as_tensor(values, dtype=torch.int64)
+
+        return {"tokens": matrix, "lengths": ints([len(s) for s in self.seqs]),
+                "starts": ints(self.starts), "owner": owner, "choice": ints(self.choice),
+                "first_row": torch.searchsorted(owner, torch.arange(n_items)),
+                "gold": ints(self.gold), "n_choices": ints(self.n_choices or [1] * n_items)}
+
+
+def _tokenize(suite: EvalSuite, tok: Tokenizer) -> _Tokenized:
+    """Every item's rows: context + choice (multiple choice), context (generation), or
+    context + target + EOS (exact match judges the EOS that ends the answer too)."""
+    rows = _Tokenized()
+    end = [] if tok.eos_id is None else [tok.eos_id]
+    for i, item in enumerate(suite.items):
+        context = list(tok.encode(item.input))
+        if suite.scorer.kind == "multiple_choice":
+            rows.gold.append(gold_index(item))
+            rows.n_choices.append(len(item.choices or ()))
+            for c, option in enumerate(item.choices or ()):
+                rows.add(context + list(tok.encode(suite.delimiter + option)), len(context), i, c)
+        elif suite.scorer.generates:
+            rows.add(context, len(context), i)
+        else:
+            rows.add(context + list(tok.encode(suite.delimiter + item.target)) + end,
+                     len(context), i)
+    return rows
 
 
 def _greedy(model: Model, prompts: torch.Tensor, lengths: torch.Tensor, new_tokens: int,

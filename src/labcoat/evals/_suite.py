@@ -18,7 +18,7 @@ import numpy as np
 
 from labcoat.errors import LabcoatError
 from labcoat.evals._eval_items import EvalItem, load_eval_items
-from labcoat.evals._scorers import Scorer, parse_scorer
+from labcoat.evals._scorers import Scorer, first_number, gold_index, parse_scorer
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -45,11 +45,14 @@ class EvalSuite:
             raise LabcoatError(f"eval suite {self.name!r} repeats an item (task, id); "
                                "give each item a unique id within its task")
         if self.scorer.kind == "multiple_choice":
-            missing = [item for item in self.items if not item.choices]
-            if missing:
-                raise LabcoatError(f"eval suite {self.name!r}: item {missing[0].id!r} of task "
-                                   f"{missing[0].task!r} has no choices; the multiple_choice "
-                                   "scorer needs `choices` on every item")
+            for item in self.items:
+                gold_index(item)  # raises, naming the item, without choices or a valid target
+        if self.scorer.kind == "numeric":
+            bad = next((i for i in self.items if first_number(i.target) is None), None)
+            if bad is not None:
+                raise LabcoatError(f"eval suite {self.name!r}: item {bad.id!r} of task "
+                                   f"{bad.task!r} has target {bad.target!r}, which holds no "
+                                   "number for the numeric scorer")
 
     def __len__(self) -> int:
         return len(self.items)
