@@ -1,4 +1,5 @@
-"""Small subsets that keep the ranking: against brute force, scipy and hand-computed CIs."""
+"""Small subsets that keep the ranking: against brute force, planted signal, scipy and
+hand-computed CIs."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from helpers import cli
 from labcoat.errors import LabcoatError
 from labcoat.evals import choose_subset, result_matrix
 from labcoat.evals._cli import subset_command
+from labcoat.evals._subset import item_rest_correlation
 
 
 def _irt(models: int, tasks: int, per_task: int, seed: int) -> tuple[np.ndarray, list[str],
@@ -33,26 +35,34 @@ def _irt(models: int, tasks: int, per_task: int, seed: int) -> tuple[np.ndarray,
 
 def _macro(x: np.ndarray, tasks: list[str]) -> np.ndarray:
     t = np.asarray(tasks)
-    return np.mean([x[:, t == name].mean(axis=1) for name in sorted(set(tasks))], axis=0)
+    # rounded: models tied in exact arithmetic tie whatever order the float sums ran in
+    return np.round(np.mean([x[:, t == name].mean(axis=1) for name in sorted(set(tasks))],
+                            axis=0), 12)
 
 
-def test_reported_rank_correlations_are_scipy_on_held_out_models() -> None:
+def test_reported_rank_correlations_are_cross_validated_scipy() -> None:
     x, tasks, items = _irt(models=24, tasks=4, per_task=50, seed=1)
     models = [f"m{i}" for i in range(24)]
-    choice = choose_subset(x, tasks, items, 24, models=models, held_out=0.4, seed=5)
+    choice = choose_subset(x, tasks, items, 24, models=models, folds=4, seed=5)
     assert choice.size == 24 and choice.quotas == {"t0": 6, "t1": 6, "t2": 6, "t3": 6}
-    assert len(choice.held_out_models) == round(0.4 * 24)
-    assert not set(choice.held_out_models) & set(choice.selection_models)
-    held = [models.index(m) for m in choice.held_out_models]
-    columns = [items.index(i) for _, i in choice.items]
-    assert sorted(tasks[c] for c in columns) == sorted(t for t, _ in choice.items)
-    subset = _macro(x[np.ix_(held, columns)], [tasks[c] for c in columns])
-    full = _macro(x[held], tasks)
-    assert choice.kendall == pytest.approx(sps.kendalltau(subset, full).statistic)
-    assert choice.spearman == pytest.approx(sps.spearmanr(subset, full).statistic)
+    assert sorted(m for fold in choice.folds for m in fold) == sorted(models)
+    assert [len(f) for f in choice.folds] == [6, 6, 6, 6]
+    full = _macro(x, tasks)
+    cross_validated = np.empty(24)
+    for fold, picked in zip(choice.folds, choice.fold_items, strict=True):
+        rows = [models.index(m) for m in fold]
+        columns = [items.index(i) for _, i in picked]
+        assert sorted(tasks[c] for c in columns) == sorted(t for t, _ in picked)
+        cross_validated[rows] = _macro(x[np.ix_(rows, columns)], [tasks[c] for c in columns])
+        others = [m for m in range(24) if m not in rows]
+        again = choose_subset(x[others], tasks, items, 24, folds=4, seed=5)
+        assert again.items == picked  # a fold's items are chosen without the fold's models
+    assert choice.kendall == pytest.approx(sps.kendalltau(cross_validated, full).statistic)
+    assert choice.spearman == pytest.approx(sps.spearmanr(cross_validated, full).statistic)
     assert choice.kendall > choice.random_kendall  # the search beats chance on unseen models
-    again = choose_subset(x, tasks, items, 24, models=models, held_out=0.4, seed=5)
-    assert again.items == choice.items  # seeded
+    assert choice.kendall_in_sample >= choice.kendall
+    again = choose_subset(x, tasks, items, 24, models=models, folds=4, seed=5)
+    assert again.items == choice.items and again.folds == choice.folds  # seeded
 
 
 def _concordant(score: np.ndarray, full: np.ndarray) -> int:
@@ -60,28 +70,56 @@ def _concordant(score: np.ndarray, full: np.ndarray) -> int:
     return int((np.sign(score[i] - score[j]) * np.sign(full[i] - full[j])).sum())
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_greedy_choice_is_near_the_brute_force_best(seed: int) -> None:
-    x, tasks, items = _irt(models=12, tasks=2, per_task=6, seed=seed)
-    choice = choose_subset(x, tasks, items, 4, held_out=0.25, seed=seed)
-    select = [int(m.removeprefix("model")) for m in choice.selection_models]
-    full = _macro(x[select], tasks)
-    by_task = [[k for k, t in enumerate(tasks) if t == name] for name in ("t0", "t1")]
-    brute = sorted(
-        _concordant(x[np.ix_(select, list(a + b))].mean(axis=1), full)
-        for a in itertools.combinations(by_task[0], 2) for b in itertools.combinations(
-            by_task[1], 2))  # every subset with 2 items per task: 15 x 15
-    chosen = [items.index(i) for _, i in choice.items]
-    greedy = _concordant(x[np.ix_(select, chosen)].mean(axis=1), full)
-    assert greedy >= brute[int(0.95 * len(brute))]  # in the top 5% of all 225 subsets
-    assert greedy >= brute[-1] - 4  # within two discordant pairs of the best
+def test_choice_ranks_better_than_most_subsets_by_brute_force() -> None:
+    """On 8 small data sets: never below the median of all 225 subsets with the same quotas,
+    and in the top quarter on average (the rule is not a search, so not always the best)."""
+    percentiles = []
+    for seed in range(8):
+        x, tasks, items = _irt(models=12, tasks=2, per_task=6, seed=seed)
+        choice = choose_subset(x, tasks, items, 4, seed=seed)
+        full = _macro(x, tasks)
+        by_task = [[k for k, t in enumerate(tasks) if t == name] for name in ("t0", "t1")]
+        brute = np.array([
+            _concordant(_macro(x[:, list(a + b)], ["t0", "t0", "t1", "t1"]), full)
+            for a in itertools.combinations(by_task[0], 2)
+            for b in itertools.combinations(by_task[1], 2)])  # every subset: 15 x 15
+        chosen = [items.index(i) for _, i in choice.items]
+        ours = _concordant(_macro(x[:, chosen], [tasks[c] for c in chosen]), full)
+        assert ours >= np.median(brute), seed
+        percentiles.append(np.mean(brute <= ours))
+    assert np.mean(percentiles) >= 0.75
+
+
+def test_discriminating_items_are_chosen_over_noise() -> None:
+    rng = np.random.default_rng(0)
+    ability = np.linspace(-2, 2, 20)
+    difficulty = np.tile(np.linspace(-1.5, 1.5, 10), 2)  # two tasks of 20 items
+    x = (ability[:, None] > difficulty[None, :]).astype(float)  # a perfect Guttman pattern
+    noise = rng.random((20, 20)) < 0.5  # 10 noise items per task: unrelated to ability
+    x = np.concatenate([x[:, :10], noise[:, :10], x[:, 10:], noise[:, 10:]], axis=1)
+    tasks = ["a"] * 20 + ["b"] * 20
+    items = [f"{'signal' if (k % 20) < 10 else 'noise'}{k}" for k in range(40)]
+    choice = choose_subset(x, tasks, items, 8, seed=1)
+    assert all(i.startswith("signal") for _, i in choice.items)
+    assert choice.kendall_in_sample > choice.random_kendall
+
+
+def test_item_rest_correlation_against_scipy() -> None:
+    x, _, _ = _irt(models=15, tasks=1, per_task=8, seed=6)
+    x[:, 3] = 1.0  # a constant item separates nothing
+    got = item_rest_correlation(x)
+    for k in range(8):
+        rest = x.sum(axis=1) - x[:, k]
+        constant = x[:, k].min() == x[:, k].max()  # scipy: undefined; labcoat: -1
+        want = -1.0 if constant else sps.pearsonr(x[:, k], rest).statistic
+        assert got[k] == pytest.approx(want)
 
 
 def test_ci_width_ratios_against_hand_computed_intervals() -> None:
     x, tasks, items = _irt(models=10, tasks=3, per_task=30, seed=3)
     models = [f"m{i}" for i in range(10)]
     choice = choose_subset(x, tasks, items, 15, models=models, seed=2)
-    held = [models.index(m) for m in choice.held_out_models]
+    held = list(range(10))
     chosen = [items.index(i) for _, i in choice.items]
     t = np.asarray(tasks)
 
@@ -132,11 +170,11 @@ def test_cli_subset_from_an_experiment_and_from_files(home: Path, tmp_path: Path
     out = tmp_path / "subset.json"
     result = cli("evals", "subset", "subsets", "--size", "6", "--out", str(out), check=True)
     text = " ".join(result.stdout.split())
-    assert "6 of 20 items (t0 3, t1 3)" in text and "(5 dropped: not every item scored)" in text
+    assert "6 of 20 items (t0 3, t1 3) chosen on 5 models (5 dropped: not every item " \
+        "scored)" in text
     saved = json.loads(out.read_text())
     assert saved["format"] == "labcoat.eval_subset" and len(saved["items"]) == 6
-    assert len(saved["selection_models"]) + len(saved["held_out_models"]) == 5
-    assert all(m.endswith("@2") for m in saved["held_out_models"])
+    assert len(saved["models"]) == 5 and all(m.endswith("@2") for m in saved["models"])
 
     files = []
     for m in range(5):

@@ -80,17 +80,18 @@ def subset_command(
              "suite, one model per trial and step) or two or more per-item result files, one "
              "per model (any format `labcoat compare` reads)")],
     size: Annotated[int, typer.Option("--size", help="items to keep")],
-    held_out: Annotated[float, typer.Option(
-        "--held-out", help="fraction of models kept out of the choice to check it on")] = 0.3,
-    seed: Annotated[int, typer.Option(help="seed of the model split and random baseline")] = 0,
+    folds: Annotated[int, typer.Option(
+        "--folds", help="cross-validation folds of models: the reported rank correlations "
+        "score each model with items chosen without it")] = 5,
+    seed: Annotated[int, typer.Option(help="seed of the folds and the random baseline")] = 0,
     metric: Annotated[str | None, typer.Option(help="score field of result files")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="write the chosen items here (JSON) for in-training evals")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Choose --size items whose macro score ranks models (or checkpoints) as the full
-    suite does; report Kendall and Spearman on held-out models against random subsets,
-    and how much wider the 95% CIs get."""
+    suite does; report cross-validated Kendall and Spearman against random subsets, and
+    how much wider the 95% CIs get."""
     from labcoat.evals._subset import choose_subset
 
     if size < 1:
@@ -98,7 +99,7 @@ def subset_command(
     matrix = _matrix(sources, metric)
     try:
         choice = choose_subset(matrix.scores, matrix.tasks, matrix.items, size,
-                               models=matrix.models, held_out=held_out, seed=seed)
+                               models=matrix.models, folds=folds, seed=seed)
     except LabcoatError as e:
         raise LabcoatError(f"{e}" + (f" ({len(matrix.dropped)} more did not score every "
                                      "item)" if matrix.dropped else "")) from None
@@ -160,22 +161,23 @@ def _write_subset(path: Path, data: dict[str, Any]) -> None:
 def _print_subset(choice: SubsetChoice, matrix: ResultMatrix, out: Path | None) -> None:
     console = Console()
     console.print(f"{choice.size} of {choice.n_items} items "
-                  f"({', '.join(f'{escape(t)} {q}' for t, q in choice.quotas.items())}); "
-                  f"chosen on {len(choice.selection_models)} models, checked on "
-                  f"{len(choice.held_out_models)} held out"
+                  f"({', '.join(f'{escape(t)} {q}' for t, q in choice.quotas.items())}) "
+                  f"chosen on {len(choice.models)} models"
                   + (f" ({len(matrix.dropped)} dropped: not every item scored)"
                      if matrix.dropped else ""))
-    table = Table("ranking as the full suite's, held-out models", "Kendall tau",
-                  "Spearman rho")
-    table.add_row("chosen subset", f"{choice.kendall:.3f}", f"{choice.spearman:.3f}")
+    table = Table("agreement with the full suite's ranking", "Kendall tau", "Spearman rho")
+    table.add_row(f"chosen subsets, cross-validated ({len(choice.folds)} folds)",
+                  f"{choice.kendall:.3f}", f"{choice.spearman:.3f}")
     table.add_row("random subsets, same quotas (median)", f"{choice.random_kendall:.3f}",
                   f"{choice.random_spearman:.3f}")
+    table.add_row("chosen subset, on the models it was chosen on",
+                  f"{choice.kendall_in_sample:.3f}", "")
     console.print(table)
     if choice.ci_width_ratio is not None:
         diff = (f"; paired differences x{choice.difference_ci_width_ratio:.2f}"
                 if choice.difference_ci_width_ratio is not None else "")
         console.print(f"95% CIs get wider: a model's mean x{choice.ci_width_ratio:.2f}{diff} "
-                      "(median over held-out models)")
+                      "(median over models)")
     for warning in choice.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     if out is not None:

@@ -1,26 +1,32 @@
 """Small, meaningful subsets: items that keep the full suite's ranking of checkpoints and models.
 
 Input: item-level results of several models (or checkpoints of one run),
-``scores (n_models, n_items)``, all on the same items. The models are split
-(seeded) into a selection set and a held-out set; items are chosen on the
-selection set only and judged on the held-out one, so the reported rank
+``scores (n_models, n_items)``, all on the same items. The subset is chosen
+on all models; how well such a choice carries over to models it was not
+chosen on is estimated by cross-validation: the models are split (seeded)
+into folds, items are chosen again without each fold, and each model's
+subset score comes from the choice made without it, so the reported rank
 correlation is not flattered by the search (Polo et al. 2024, tinyBenchmarks,
-evaluate anchor points the same way).
+check anchor points on held-out models the same way).
 
-Selection is stratified and greedy: every task gets an equal quota (the suite
-score is a macro average over tasks), and items are added one at a time,
-each time the one that most increases the number of concordant model pairs
-(Kendall's tau, as counts) between the subset score and the full-suite score;
-ties go to the larger Pearson correlation. The subset score weights each
-chosen item by 1 / (tasks x task quota), which is the macro average once the
-subset is complete.
+Selection is stratified twice and needs no search: every task gets an equal
+quota q (the suite score is a macro average over tasks); within a task, items
+are sorted by difficulty (mean score over the models) into q bins of equal
+count, and each bin gives its most discriminating item: the highest
+item-rest correlation (Pearson correlation of the item's scores with the
+models' total on the task's other items; classical test theory's corrected
+item-total correlation). Items that separate strong from weak models carry
+the ranking; spreading them over difficulty keeps both ends of the ranking
+resolved. A greedy search that maximized Kendall's tau on the given models
+overfits them; `benchmarks/subset_selection.py` compares both with random
+subsets, cross-validated, on synthetic two-parameter-logistic results.
 
-Reported: Kendall's tau and Spearman's rho (scipy) between subset and full
-scores on the held-out models, the same for seeded random subsets with the
+Reported: Kendall's tau and Spearman's rho (scipy) between cross-validated
+subset scores and full scores, the same for seeded random subsets with the
 same quotas (the baseline to beat), and how much wider the intervals get:
 the median 95% CI width of a model's macro mean (per-task `stats.eval_mean`,
 combined as SE = sqrt(sum SE_t^2) / T) and of the paired difference between
-neighbouring held-out models (`stats.paired_difference` per task,
+neighbouring models in the full ranking (`stats.paired_difference` per task,
 `stats.macro_average`), subset over full.
 """
 
@@ -38,7 +44,7 @@ from labcoat import stats
 from labcoat.errors import LabcoatError
 from labcoat.stats import StatsWarning
 
-MIN_MODELS = 4  # two to select on, two to judge on
+MIN_MODELS = 4  # so that every fold leaves at least two models to choose items with
 RANDOM_DRAWS = 200  # random subsets behind the baseline correlation
 
 
@@ -46,28 +52,31 @@ RANDOM_DRAWS = 200  # random subsets behind the baseline correlation
 class SubsetChoice:
     """A chosen subset and how well it stands in for the full suite.
 
-    items: (task, item id) of the chosen items, in the order chosen.
-    kendall, spearman: rank correlation of subset and full-suite scores over the
-        held-out models; random_kendall, random_spearman: the median of the same
-        over random subsets with the same per-task quotas.
-    kendall_selection: Kendall's tau on the models used for selection.
-    ci_width_ratio: median CI width of a model's macro mean, subset / full (None
-        when a task has fewer than 2 chosen items: no per-task variance).
+    items: (task, item id) of the chosen items, in the order chosen (on all models).
+    kendall, spearman: cross-validated rank correlation of subset and full-suite
+        scores: each model's subset score comes from the items chosen without its
+        fold (`folds`, `fold_items`), pooled over all models.
+    kendall_in_sample: the chosen items' Kendall tau on the models they were chosen on.
+    random_kendall, random_spearman: the median over random subsets with the
+        same per-task quotas (no search, so no cross-validation needed).
+    ci_width_ratio: median over models of the CI width of a model's macro mean,
+        subset / full (None when a task has fewer than 2 chosen items).
     difference_ci_width_ratio: the same for paired differences of neighbouring
-        held-out models (None also when no two held-out models differ).
+        models in the full ranking (None also when no two models differ).
     """
 
     items: list[tuple[str, str]]
     size: int
     n_items: int
     quotas: dict[str, int]
-    selection_models: list[str]
-    held_out_models: list[str]
+    models: list[str]
+    folds: list[list[str]]
+    fold_items: list[list[tuple[str, str]]]
     kendall: float
     spearman: float
+    kendall_in_sample: float
     random_kendall: float
     random_spearman: float
-    kendall_selection: float
     ci_width_ratio: float | None
     difference_ci_width_ratio: float | None
     warnings: list[str] = field(default_factory=list)
@@ -75,63 +84,73 @@ class SubsetChoice:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["items"] = [{"task": t, "item": i} for t, i in self.items]
+        out["fold_items"] = [[{"task": t, "item": i} for t, i in f] for f in self.fold_items]
         return out
 
 
 def choose_subset(scores: np.ndarray, tasks: Sequence[str], items: Sequence[str], size: int, *,
-                  models: Sequence[str] | None = None, held_out: float = 0.3, seed: int = 0,
+                  models: Sequence[str] | None = None, folds: int = 5, seed: int = 0,
                   clusters: Sequence[str] | None = None) -> SubsetChoice:
     """Choose `size` items of the suite whose macro score ranks models as the full suite does.
 
     scores: (n_models, n_items) item scores, every model on every item.
     tasks, items: (n_items,) task and item id of each column; clusters: (n_items,)
-        optional cluster ids (cluster-robust CIs).
-    held_out: fraction of models kept out of the selection (at least 2; at least
-        2 stay in it). models: (n_models,) names for the report.
+        optional cluster ids (cluster-robust CIs). models: (n_models,) names.
+    folds: cross-validation folds of models (at most one per model) for the
+        reported rank correlations; seed: the fold split and random baseline.
     """
-    x = _check(scores, tasks, items, size, held_out)
+    x = _check(scores, tasks, items, size, folds)
     n_models, n_items = x.shape
     names = list(models) if models is not None else [f"model{i}" for i in range(n_models)]
     rng = np.random.default_rng(seed)
-    order = rng.permutation(n_models)
-    n_out = min(n_models - 2, max(2, round(held_out * n_models)))
-    judge, select = np.sort(order[:n_out]), np.sort(order[n_out:])
     task_array = np.asarray(tasks)
     quotas = _quotas(task_array, size)
-    weights = _weights(task_array, quotas)
     full = _macro(x, task_array)
-    chosen = _greedy(x[select], full[select], task_array, quotas, weights)
-    subset_score = _macro(x[:, chosen], task_array[chosen])
-    kendall = _tau(subset_score[judge], full[judge])
-    spearman = _rho(subset_score[judge], full[judge])
-    random_k, random_s = _random_baseline(x[judge], full[judge], task_array, quotas, rng)
-    ratio = diff_ratio = None
-    found = []
-    if min(q for q in quotas.values()) >= 2:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", StatsWarning)
-            ratio = _ci_ratio(x[judge], task_array, chosen, clusters)
-            diff_ratio = _difference_ci_ratio(x[judge], full[judge], task_array, chosen,
-                                              clusters)
-        found = [str(w.message) for w in caught if issubclass(w.category, StatsWarning)]
-    else:
-        found.append(f"CI widths need at least 2 items per task; choose a size of at least "
-                     f"{2 * len(quotas)} to see how much wider the intervals get")
-    if len(judge) < 5:
-        found.append(f"only {len(judge)} held-out models: their rank correlation can take few "
-                     "values; results of more models or checkpoints make it informative")
+    chosen = _pick(x, task_array, quotas)
+    fold_of = np.empty(n_models, dtype=np.int64)
+    fold_of[rng.permutation(n_models)] = np.arange(n_models) % min(folds, n_models)
+    cross_validated = np.empty(n_models)
+    fold_items = []
+    for fold in range(min(folds, n_models)):
+        out = fold_of == fold
+        picked = _pick(x[~out], task_array, quotas)
+        cross_validated[out] = _macro(x[np.ix_(out, picked)], task_array[picked])
+        fold_items.append(picked)
+    random_k, random_s = _random_baseline(x, full, task_array, quotas, rng)
+    ratio, diff_ratio, found = _ci_ratios(x, full, task_array, quotas, chosen, clusters)
+    if n_models < 8:
+        found.append(f"only {n_models} models: rank correlations over so few can take few "
+                     "values; results of more models or checkpoints make them informative")
+    key = [(str(t), str(i)) for t, i in zip(tasks, items, strict=True)]
     return SubsetChoice(
-        items=[(str(tasks[i]), str(items[i])) for i in chosen], size=len(chosen),
-        n_items=n_items, quotas=quotas,
-        selection_models=[names[i] for i in select], held_out_models=[names[i] for i in judge],
-        kendall=kendall, spearman=spearman, random_kendall=random_k, random_spearman=random_s,
-        kendall_selection=_tau(subset_score[select], full[select]),
+        items=[key[i] for i in chosen], size=len(chosen), n_items=n_items, quotas=quotas,
+        models=names, folds=[[names[m] for m in np.flatnonzero(fold_of == f)]
+                             for f in range(len(fold_items))],
+        fold_items=[[key[i] for i in picked] for picked in fold_items],
+        kendall=_tau(cross_validated, full), spearman=_rho(cross_validated, full),
+        kendall_in_sample=_tau(_macro(x[:, chosen], task_array[chosen]), full),
+        random_kendall=random_k, random_spearman=random_s,
         ci_width_ratio=ratio, difference_ci_width_ratio=diff_ratio,
         warnings=list(dict.fromkeys(found)))
 
 
+def _ci_ratios(x: np.ndarray, full: np.ndarray, tasks: np.ndarray, quotas: dict[str, int],
+               chosen: list[int], clusters: Sequence[str] | None
+               ) -> tuple[float | None, float | None, list[str]]:
+    """(mean CI width ratio, difference CI width ratio, warnings), see `SubsetChoice`."""
+    if min(quotas.values()) < 2:
+        return None, None, [f"CI widths need at least 2 items per task; choose a size of at "
+                            f"least {2 * len(quotas)} to see how much wider the intervals get"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StatsWarning)
+        ratio = _ci_ratio(x, tasks, chosen, clusters)
+        diff_ratio = _difference_ci_ratio(x, full, tasks, chosen, clusters)
+    return ratio, diff_ratio, [str(w.message) for w in caught
+                               if issubclass(w.category, StatsWarning)]
+
+
 def _check(scores: np.ndarray, tasks: Sequence[str], items: Sequence[str], size: int,
-           held_out: float) -> np.ndarray:
+           folds: int) -> np.ndarray:
     x = np.asarray(scores, dtype=float)
     if x.ndim != 2 or x.shape[1] != len(tasks) or len(items) != len(tasks):
         raise ValueError(f"scores must be (n_models, n_items) with one task and item id per "
@@ -140,14 +159,15 @@ def _check(scores: np.ndarray, tasks: Sequence[str], items: Sequence[str], size:
         raise LabcoatError("item scores must be finite; remove or fix the missing results")
     if x.shape[0] < MIN_MODELS:
         raise LabcoatError(f"choosing a subset needs item results of at least {MIN_MODELS} "
-                           f"models or checkpoints on the same items (got {x.shape[0]}): "
-                           "half to choose items with, half to check the choice on")
+                           f"models or checkpoints on the same items (got {x.shape[0]}), to "
+                           "choose items on some and check the choice on others")
     n_tasks = len(set(tasks))
     if not n_tasks <= size <= x.shape[1]:
         raise LabcoatError(f"subset size {size} must be between the number of tasks "
                            f"({n_tasks}: one item each) and the number of items ({x.shape[1]})")
-    if not 0 < held_out < 1:
-        raise LabcoatError(f"held-out fraction {held_out} must be between 0 and 1, e.g. 0.3")
+    if folds < 2:
+        raise LabcoatError(f"folds {folds} must be at least 2 (models are split into folds to "
+                           "check the choice on models it was not made on)")
     return x
 
 
@@ -164,51 +184,42 @@ def _quotas(tasks: np.ndarray, size: int) -> dict[str, int]:
     return quotas
 
 
-def _weights(tasks: np.ndarray, quotas: dict[str, int]) -> np.ndarray:
-    """Each item's weight in the subset's macro score: 1 / (tasks x its task's quota)."""
-    return np.array([1.0 / (len(quotas) * quotas[t]) for t in tasks.tolist()])
-
-
 def _macro(x: np.ndarray, tasks: np.ndarray) -> np.ndarray:
-    """(n_models,) mean over tasks of each task's mean item score."""
-    return np.mean([x[:, tasks == t].mean(axis=1) for t in dict.fromkeys(tasks.tolist())], axis=0)
+    """(n_models,) mean over tasks of each task's mean item score.
 
-
-def _greedy(x: np.ndarray, full: np.ndarray, tasks: np.ndarray, quotas: dict[str, int],
-            weights: np.ndarray) -> list[int]:
-    """Add the item that most raises concordant pairs with `full` (see the module docstring).
-
-    x: (m, n_items) selection models' scores; full: (m,) their full-suite scores.
+    Rounded to 12 decimals so that models tied in exact arithmetic tie here too,
+    whatever order the float sums ran in (ties count in Kendall's tau-b).
     """
-    m = x.shape[0]
-    i, j = np.triu_indices(m, k=1)
-    truth = np.sign(full[i] - full[j])  # (pairs,)
-    partial = np.zeros(m)
-    left = dict(quotas)
-    available = np.ones(x.shape[1], dtype=bool)
+    means = [x[:, tasks == t].mean(axis=1) for t in sorted(set(tasks.tolist()))]
+    return np.round(np.mean(means, axis=0), 12)
+
+
+def _pick(x: np.ndarray, tasks: np.ndarray, quotas: dict[str, int]) -> list[int]:
+    """Per task, the most discriminating item of each of `quota` difficulty bins.
+
+    x: (m, n_items) the models' scores. Returns column indices, task by task,
+    easiest bin first.
+    """
     chosen: list[int] = []
-    for _ in range(sum(quotas.values())):
-        open_task = np.isin(tasks, [t for t, q in left.items() if q > 0])
-        candidates = np.flatnonzero(available & open_task)
-        # Rounded so that scores tied in exact arithmetic tie here too (sign 0, as in tau).
-        trial = np.round(partial[:, None] + x[:, candidates] * weights[candidates], 12)
-        concordant = (np.sign(trial[i] - trial[j]) * truth[:, None]).sum(axis=0)
-        best = candidates[np.lexsort((-_pearson(trial, full), -concordant))[0]]
-        chosen.append(int(best))
-        partial += x[:, best] * weights[best]
-        available[best] = False
-        left[str(tasks[best])] -= 1
+    for task, quota in quotas.items():
+        columns = np.flatnonzero(tasks == task)
+        discrimination = item_rest_correlation(x[:, columns])
+        by_difficulty = np.argsort(-x[:, columns].mean(axis=0), kind="stable")
+        for bin_ in np.array_split(by_difficulty, quota):
+            chosen.append(int(columns[bin_[np.argmax(discrimination[bin_])]]))
     return chosen
 
 
-def _pearson(columns: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Pearson correlation of each column of (m, C) with target (m,); 0 for constant columns."""
-    a = columns - columns.mean(axis=0)
-    b = target - target.mean()
-    denominator = np.sqrt((a**2).sum(axis=0) * (b**2).sum())
+def item_rest_correlation(x: np.ndarray) -> np.ndarray:
+    """(n_items,) Pearson correlation of each column of x (m, n_items) with the row sum of
+    the other columns; -1 where either is constant (it cannot separate models)."""
+    rest = x.sum(axis=1, keepdims=True) - x
+    a = x - x.mean(axis=0)
+    b = rest - rest.mean(axis=0)
+    denominator = np.sqrt((a**2).sum(axis=0) * (b**2).sum(axis=0))
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = (a * b[:, None]).sum(axis=0) / denominator
-    return np.nan_to_num(r)
+        r = (a * b).sum(axis=0) / denominator
+    return np.where(denominator > 0, r, -1.0)
 
 
 def _tau(a: np.ndarray, b: np.ndarray) -> float:
