@@ -237,7 +237,7 @@ def _rho(a: np.ndarray, b: np.ndarray) -> float:
 
 def _random_baseline(x: np.ndarray, full: np.ndarray, tasks: np.ndarray, quotas: dict[str, int],
                      rng: np.random.Generator) -> tuple[float, float]:
-    """Median held-out Kendall and Spearman of random subsets with the same task quotas."""
+    """Median Kendall and Spearman of random subsets with the same task quotas."""
     by_task = {t: np.flatnonzero(tasks == t) for t in quotas}
     kendalls, spearmans = [], []
     for _ in range(RANDOM_DRAWS):
@@ -285,7 +285,7 @@ def _ci_ratio(x: np.ndarray, tasks: np.ndarray, chosen: list[int],
 
 def _difference_ci_ratio(x: np.ndarray, full: np.ndarray, tasks: np.ndarray, chosen: list[int],
                          clusters: Sequence[str] | None) -> float | None:
-    """The same for paired differences between neighbours in the held-out models' ranking."""
+    """The same for paired differences between neighbours in the models' full ranking."""
     order = np.argsort(full)
     pairs = [(a, b) for a, b in zip(order[:-1], order[1:], strict=True)
              if not np.array_equal(x[a], x[b])]
