@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from labcoat.errors import LabcoatError
-from labcoat.evals import EvalEngine, InTrainingEval, load_subset_file
+from labcoat.evals import EvalEngine, EvalResult, InTrainingEval, load_subset_file
 from labcoat.sdk import Run
 from labcoat.torch import Alert, Checkpointer, Guard, GuardConfig, watch
 from labcoat.workloads.tinylm._faults import Fault, Injector, check_dropout
@@ -338,7 +338,7 @@ def _eval_mode(model: TinyLM, modes: str) -> bool:
     return modes == "normal"
 
 
-def _scores_by_task(result: Any) -> dict[str, torch.Tensor]:
+def _scores_by_task(result: EvalResult) -> dict[str, torch.Tensor]:
     return {task: torch.as_tensor(s, dtype=torch.float32)
             for task, s in result.per_task().items()}
 
@@ -373,9 +373,11 @@ def train(cfg: Config, run: Run | None = None, *,
     """Train a TinyLM on the task mixture and evaluate it on the fixed held-out set.
 
     run: where to report (None: no logging). Logged per step: ``loss``,
-        ``lr``; at every eval (each `eval_every` steps and the last step):
-        ``exact_match`` (macro mean), ``exact_match/<task>``, and per-item
-        scores via ``run.log_items``. Steps count optimizer updates, 1..steps.
+        ``lr``; at every eval (each `eval_every` steps on the fixed eval subset,
+        and the last step on every item): ``exact_match`` (macro mean),
+        ``exact_match/<task>``, ``eval/items`` and per-item scores via
+        ``run.log_items``; the ``eval.subset`` and ``eval.budget`` events (see
+        `labcoat.evals.InTrainingEval`). Steps count optimizer updates, 1..steps.
     echo: called with a short progress line about every 10% of training.
     checkpointer: if given (unused, not yet restored), training resumes from
         its newest verified checkpoint and saves when it says so. It tracks
