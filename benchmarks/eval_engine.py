@@ -30,8 +30,7 @@ import numpy as np
 import torch
 
 from labcoat.evals import EvalEngine, EvalItem, EvalSuite, Scorer, naive_scores
-from labcoat.workloads.tinylm import Config, make_eval_set, train
-from labcoat.workloads.tinylm._suite import TOKENIZER, eval_suite
+from labcoat.workloads.tinylm import TOKENIZER, Config, eval_suite, make_eval_set, train
 from labcoat.workloads.tinylm._train import score_examples
 
 

@@ -19,8 +19,7 @@ from labcoat import evals
 from labcoat.errors import LabcoatError
 from labcoat.evals import EvalEngine, EvalItem, EvalSuite, InTrainingEval, Scorer, Tokenizer
 from labcoat.sdk import Run, read_journal
-from labcoat.workloads.tinylm import Config, make_eval_set, train
-from labcoat.workloads.tinylm._suite import TOKENIZER, eval_suite
+from labcoat.workloads.tinylm import TOKENIZER, Config, eval_suite, make_eval_set, train
 from labcoat.workloads.tinylm._tasks import EOS_ID, PAD_ID, TOKEN_ID, decode
 from labcoat.workloads.tinylm._train import score_examples
 
