@@ -139,6 +139,8 @@ class EvalEngine:
                                                           min(longest_target + 8, room))
         self._check_lengths(rows.seqs, rows.starts)
         self._rows = rows.pack(tok.pad_id, len(suite.items))
+        self._task_names = np.array([item.task for item in suite.items], dtype=object)
+        self._item_ids = np.array([item.id for item in suite.items], dtype=object)
 
     def _check_lengths(self, seqs: list[list[int]], starts: list[int]) -> None:
         for seq, start in zip(seqs, starts, strict=True):
@@ -178,9 +180,8 @@ class EvalEngine:
                 scores = self._generated(chosen)
             else:
                 scores = self._exact_match(chosen)
-        items = self.suite.items
         return EvalResult(self.suite.name, self.suite.scorer.metric,
-                          [items[i].task for i in chosen], [items[i].id for i in chosen],
+                          self._task_names[chosen].tolist(), self._item_ids[chosen].tolist(),
                           scores, chosen, time.perf_counter() - started)
 
     def _row_selection(self, chosen: np.ndarray) -> torch.Tensor:
