@@ -197,3 +197,21 @@ def test_numeric_suite_needs_numbers_in_targets(tmp_path: Path) -> None:
     with pytest.raises(LabcoatError, match="item 'b' of task 't' has target 'twelve', which "
                        "holds no number"):
         evals.load_suite(path, "numeric")
+
+
+def test_tokenizer_adapter_reads_hugging_face_style_ids() -> None:
+    class HFStyle:  # the attribute names of a Hugging Face tokenizer
+        eos_token_id = 7
+        pad_token_id = None
+
+        def encode(self, text: str) -> list[int]:
+            return [ord(c) for c in text]
+
+        def decode(self, ids: list[int]) -> str:
+            return "".join(map(chr, ids))
+
+    tok = evals.as_tokenizer(HFStyle())
+    assert (tok.eos_id, tok.pad_id) == (7, 7)  # no pad id: EOS pads (padding is never judged)
+    assert tok.decode(tok.encode("hi")) == "hi"
+    with pytest.raises(LabcoatError, match="int is not a tokenizer"):
+        evals.as_tokenizer(3)

@@ -89,9 +89,11 @@ def subset_command(
         "--out", help="write the chosen items here (JSON) for in-training evals")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Choose --size items whose macro score ranks models (or checkpoints) as the full
-    suite does; report cross-validated Kendall and Spearman against random subsets, and
-    how much wider the 95% CIs get."""
+    """Choose --size items that rank models (or checkpoints) as the full suite does.
+
+    Reports cross-validated Kendall and Spearman against random subsets, and how much
+    wider the 95% CIs get.
+    """
     from labcoat.evals._subset import choose_subset
 
     if size < 1:
