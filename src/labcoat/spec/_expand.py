@@ -129,7 +129,8 @@ def _eval_budget(design: Design) -> float:
 
 def design_hash(design: Design) -> str:
     """sha256 of the validated design: comments and key order do not change it, nor do
-    sections added to the schema later while a design leaves them out (`data`)."""
+    sections added to the schema later while a design leaves them out (`data`,
+    `eval.budget`)."""
     exclude: dict[str, Any] = {"data": True} if design.data is None else {}
     if design.eval is not None and design.eval.budget is None:
         exclude["eval"] = {"budget"}  # added later: designs without it keep their hash
