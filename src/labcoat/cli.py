@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from labcoat.errors import Interrupted, LabcoatError
+from labcoat.evals._cli import app as evals_app
 from labcoat.evals._contamination_cli import contamination
 from labcoat.scaling._cli import app as scaling_app
 
@@ -34,6 +35,7 @@ app = typer.Typer(
 console = Console()
 app.add_typer(scaling_app, name="scaling")
 app.command("contamination")(contamination)
+app.add_typer(evals_app, name="evals")
 EXAMPLE = "warmup.yaml"
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +192,18 @@ def test_rendered_command_runs_without_a_shell(tmp_path: Path) -> None:
     out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout
     assert out.strip() == repr([payload])
     assert not marker.exists()
+
+
+def test_eval_budget_placeholder_and_a_hash_unchanged_without_it() -> None:
+    """{eval_budget} is eval.budget, else 5%; designs that leave budget out keep their hash."""
+    text = GOOD.replace("--seed {seed}", "--seed {seed} --eval-budget {eval_budget}")
+    assert expand(parse_design(text), python="py")[0].command[-1] == "0.05"
+    with_eval = text + "eval: {every: 100}\n"
+    declared = with_eval.replace("{every: 100}", "{every: 100, budget: 0.02}")
+    assert expand(parse_design(declared), python="py")[0].command[-1] == "0.02"
+    design = parse_design(with_eval)
+    legacy = json.dumps(design.model_dump(mode="json", exclude={"data": True,
+                                                                 "eval": {"budget"}}),
+                        sort_keys=True, separators=(",", ":"))
+    assert design_hash(design) == hashlib.sha256(legacy.encode()).hexdigest()
+    assert design_hash(parse_design(declared)) != design_hash(design)

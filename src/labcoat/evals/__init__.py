@@ -1,5 +1,7 @@
 """Evaluations: per-item results from files (labcoat, CSV/JSON, lm-eval-harness) and their
-comparison; contamination of eval items by training text.
+comparison; contamination of eval items by training text; eval suites as data (items +
+scorer, from JSONL/CSV or lm-eval-harness task YAML) and the engine that scores them with a
+PyTorch model during training; small subsets that keep the full suite's ranking.
 
 Names are imported on first use (PEP 562), so that the CLI can register
 `labcoat contamination` from `labcoat.evals._contamination_cli` without
@@ -22,15 +24,31 @@ if TYPE_CHECKING:
         TaskContamination,
         scan_contamination,
     )
+    from labcoat.evals._engine import EvalEngine, EvalResult
     from labcoat.evals._eval_items import EvalItem, load_eval_items
     from labcoat.evals._importers import ItemScores, load_item_scores
+    from labcoat.evals._in_training import InTrainingEval, load_subset_file
+    from labcoat.evals._lm_eval_task import load_lm_eval_task
+    from labcoat.evals._naive import naive_scores
     from labcoat.evals._ngrams import normalize_text
+    from labcoat.evals._scorers import Scorer, parse_scorer, score_text
+    from labcoat.evals._subset import ResultMatrix, SubsetChoice, choose_subset, result_matrix
+    from labcoat.evals._suite import EvalSuite, load_suite
+    from labcoat.evals._tokenizer import Tokenizer, as_tokenizer
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_compare": ("FileComparison", "TaskComparison", "compare_item_scores"),
     "_contamination": ("ContaminationReport", "ItemContamination", "Match", "ScoreComparison",
                        "TaskContamination", "scan_contamination"),
+    "_engine": ("EvalEngine", "EvalResult"),
     "_eval_items": ("EvalItem", "load_eval_items"),
+    "_in_training": ("InTrainingEval", "load_subset_file"),
+    "_lm_eval_task": ("load_lm_eval_task",),
+    "_naive": ("naive_scores",),
+    "_scorers": ("Scorer", "parse_scorer", "score_text"),
+    "_subset": ("ResultMatrix", "SubsetChoice", "choose_subset", "result_matrix"),
+    "_suite": ("EvalSuite", "load_suite"),
+    "_tokenizer": ("Tokenizer", "as_tokenizer"),
     "_importers": ("ItemScores", "load_item_scores"),
     "_ngrams": ("normalize_text",),
 })

@@ -21,6 +21,7 @@ from labcoat.spec._schema import Design, Scalar, factor_arm_name
 
 # Seeds of different arms when `paired_seeds: false`: arm i gets seed + i * OFFSET.
 UNPAIRED_SEED_OFFSET = 100_003
+DEFAULT_EVAL_BUDGET = 0.05  # {eval_budget} when the design gives none: 5% of training time
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +97,7 @@ def expand(design: Design, *, python: str | None = None) -> list[TrialSpec]:
                           "eval_every": design.eval.every if design.eval else "",
                           "eval_items": design.eval.items_per_task if design.eval else "",
                           "ranks": design.ranks or 1,
+                          "eval_budget": _eval_budget(design),
                           "python": python or sys.executable}
                 trials.append(TrialSpec(key=key, arm=arm.name, seed=seed_value, params=params,
                                         command=render_command(design.command, values),
@@ -123,11 +125,20 @@ def _text(value: Any) -> str:
 LATER_SECTIONS = ("data", "resources", "ranks")  # optional sections added after the first schema
 
 
+def _eval_budget(design: Design) -> float:
+    """{eval_budget}: the declared fraction, else the default 5% of training time."""
+    budget = design.eval.budget if design.eval else None
+    return DEFAULT_EVAL_BUDGET if budget is None else budget
+
+
 def design_hash(design: Design) -> str:
     """sha256 of the validated design: comments and key order do not change it, nor do
     sections added to the schema later while a design leaves them out (`data`, `resources`,
-    `ranks`)."""
-    later = {name for name in LATER_SECTIONS if getattr(design, name) is None}
-    dumped = design.model_dump(mode="json", exclude=later or None)
+    `ranks`, `eval.budget`)."""
+    exclude: dict[str, Any] = {name: True for name in LATER_SECTIONS
+                               if getattr(design, name) is None}
+    if design.eval is not None and design.eval.budget is None:
+        exclude["eval"] = {"budget"}  # added later: designs without it keep their hash
+    dumped = design.model_dump(mode="json", exclude=exclude or None)
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

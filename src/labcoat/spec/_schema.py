@@ -32,7 +32,7 @@ Scalar = str | int | float | bool
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Placeholders the runner fills in besides the design's own params.
 BUILTIN_PLACEHOLDERS = ("python", "seed", "arm", "trial", "experiment", "scale", "eval_every",
-                        "eval_items", "ranks")
+                        "eval_items", "ranks", "eval_budget")
 MAX_RANKS = 128  # processes per trial on one machine (torchrun --nproc-per-node)
 STREAMS = ("init", "data", "dropout")
 
@@ -106,6 +106,10 @@ class EvalPlan(_Strict):
     every: int | None = Field(
         None, ge=1, description="evaluate every N steps during training (None: at the end only)"
     )
+    budget: float | None = Field(
+        None, ge=0, lt=1, description="fraction of training time in-training evals may take: "
+        "they score a fixed stratified subset sized to fit (0: every item every time); the "
+        "command gets it as {eval_budget} (None: 0.05)")
 
 
 class TrainingData(_Strict):

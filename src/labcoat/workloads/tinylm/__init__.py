@@ -12,6 +12,9 @@ or from the shell (reports through the labcoat SDK)::
 
     python -m labcoat.workloads.tinylm --warmup 100 --seed 1
 
+Its eval set is a `labcoat.evals` suite (``eval_suite(make_eval_set(20))``,
+scored with ``TOKENIZER``), so the eval engine and its checks apply to it.
+
 The silent-error guard watches every CLI run (``--no-guard`` to turn it off;
 in Python ``train(cfg, guard=True)``), and ``--fault NAME --fault-step K``
 (``train(cfg, fault=Fault(NAME, K))``) injects one of the silent bugs in
@@ -26,6 +29,7 @@ bit-identical to an uninterrupted one, having logged the same values.
 from labcoat.workloads.tinylm._faults import FAULTS, Fault
 from labcoat.workloads.tinylm._model import TinyLM
 from labcoat.workloads.tinylm._mup import coord_check
+from labcoat.workloads.tinylm._suite import TOKENIZER, eval_suite
 from labcoat.workloads.tinylm._tasks import (
     EVAL_SEED,
     MAX_LEN,
@@ -60,6 +64,7 @@ __all__ = [
     "FAULTS",
     "MAX_LEN",
     "TASKS",
+    "TOKENIZER",
     "VOCAB",
     "Config",
     "EvalSet",
@@ -75,6 +80,7 @@ __all__ = [
     "decode",
     "derive_seed",
     "encode",
+    "eval_suite",
     "evaluate",
     "exact_match",
     "greedy_decode",

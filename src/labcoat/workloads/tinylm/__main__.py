@@ -60,6 +60,9 @@ _HELP = {
     "grad_clip": "max global gradient norm (0: no clipping)",
     "eval_every": "evaluate every N steps, and always at the last step (0: last only)",
     "eval_items": "held-out items per task",
+    "eval_budget": "fraction of training time for in-training evals: they score a fixed "
+                   "stratified subset sized to fit (the last step scores every item; 0: every "
+                   "item at every eval)",
     "threads": "torch threads; None: torch's choice, which follows OMP_NUM_THREADS",
     "seed": "master seed; init, data and dropout seeds derive from it unless given",
     "init_seed": "seed of the weight initialization; None: derived from --seed",
@@ -92,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="use a separate output head instead of tying it to the embeddings")
     parser.add_argument("--tasks", default=",".join(TASKS),
                         help="comma-separated subset of tasks to train and evaluate")
+    parser.add_argument("--eval-subset", metavar="FILE",
+                        help="in-training evals score exactly the items of this `labcoat evals "
+                             "subset --out` file (the last step still scores every item)")
     parser.add_argument("--checkpoint-dir", default=os.environ.get(env.CHECKPOINT_DIR),
                         help=f"resume from and save checkpoints in this directory (default: "
                              f"${env.CHECKPOINT_DIR}; neither set: no checkpoints)")
@@ -146,7 +152,8 @@ def guard_from_args(args: argparse.Namespace) -> dict[str, Any] | bool:
 def config_from_args(args: argparse.Namespace) -> Config:
     fields = {name: getattr(args, name) for name in _HELP}
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
-    return Config(**fields, tie_embeddings=not args.untied, tasks=tasks)
+    return Config(**fields, tie_embeddings=not args.untied, tasks=tasks,
+                  eval_subset=args.eval_subset)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,10 @@
 """Configuration, training loop and exact-match evaluation of tinylm.
 
+Evaluation runs through `labcoat.evals`: an `EvalEngine` scores the eval set
+(batched, length-bucketed, teacher-forced exact match) and `InTrainingEval`
+evaluates a fixed stratified subset every `eval_every` steps, sized to fit
+`eval_budget` of the training time, and the full set at the last step.
+
 Three independent RNG streams, each derived from ``seed`` unless given:
 - init: a dedicated ``torch.Generator`` draws the initial weights;
 - data: a ``random.Random`` orders the training examples (see ``_tasks``);
@@ -43,12 +48,14 @@ import torch
 import torch.nn.functional as F
 
 from labcoat.errors import LabcoatError
+from labcoat.evals import EvalEngine, EvalResult, InTrainingEval, load_subset_file
 from labcoat.sdk import Run
 from labcoat.torch import Alert, Checkpointer, Guard, GuardConfig, watch
 from labcoat.workloads.tinylm._distributed import Group, data_parallel
 from labcoat.workloads.tinylm._faults import Fault, Injector, check_dropout
 from labcoat.workloads.tinylm._model import TinyLM
 from labcoat.workloads.tinylm._mup import apply_mup_init, mup_model_options, mup_param_groups
+from labcoat.workloads.tinylm._suite import TOKENIZER, eval_suite
 from labcoat.workloads.tinylm._tasks import (
     EOS_ID,
     IGNORE,
@@ -100,6 +107,14 @@ class Config:
     # evaluation
     eval_every: int = 300  # evaluate every k steps and always at the last; 0: last only
     eval_items: int = 100  # held-out items per task
+    # In-training evals score a fixed stratified subset sized to take at most this fraction of
+    # training time (measured in the run); 0: the whole eval set every time. The last step
+    # always scores the whole set. A budget makes the subset size depend on measured speed:
+    # use 0 when two runs' in-training curves must be bit-identical.
+    eval_budget: float = 0.05
+    # A `labcoat evals subset --out` file: in-training evals score exactly these items (chosen to
+    # keep the full set's ranking) instead of a budget-sized subset. None: the budget decides.
+    eval_subset: str | None = None
     tasks: tuple[str, ...] = tuple(TASKS)  # the task mixture (uniform) and eval tasks
     # execution and randomness
     threads: int | None = None  # torch.set_num_threads; None keeps torch's (OMP_NUM_THREADS)
@@ -123,6 +138,9 @@ class Config:
             yield f"width={self.width} must be divisible by heads={self.heads}"
         if not 0 <= self.warmup <= self.steps:
             yield f"warmup={self.warmup} must be between 0 and steps={self.steps}"
+        if not 0 <= self.eval_budget < 1:
+            yield (f"eval_budget={self.eval_budget} must be a fraction of training time in "
+                   "[0, 1), e.g. 0.05 (0: the whole eval set at every evaluation)")
         if self.eval_every < 0:
             yield f"eval_every={self.eval_every} must be >= 0 (0: evaluate at the last step only)"
         if not self.lr > 0:
@@ -170,7 +188,8 @@ class TrainResult:
     exact_match: macro mean of `accuracy` over tasks.
     scores: final per-item 0/1 scores, ``scores[task]`` aligned with ``item_ids[task]``.
     losses: (steps,) training loss at every step.
-    history: step -> macro exact match, at every evaluation.
+    history: step -> macro exact match, at every evaluation (before the last step on the
+        fixed eval subset; see `Config.eval_budget`).
     alerts: what the guard reported (empty without a guard).
     profile: the guard's learned profile of this run (None without a guard).
     """
@@ -314,14 +333,20 @@ def evaluate(model: TinyLM, eval_set: EvalSet, *, modes: str = "normal"
     modes: "normal" (eval mode, then the previous mode back); the faults
     "no_eval" (model.eval() forgotten) and "stuck" (left in eval mode).
     """
-    was_training = model.training
-    if modes != "no_eval":
-        model.eval()
-    try:
-        return {task: score_examples(model, xs) for task, xs in eval_set.items.items()}
-    finally:
-        if modes == "normal":
-            model.train(was_training)
+    engine = EvalEngine(model, TOKENIZER, eval_suite(eval_set))
+    return _scores_by_task(engine.score(eval_mode=_eval_mode(model, modes)))
+
+
+def _eval_mode(model: TinyLM, modes: str) -> bool:
+    """Whether the engine switches to eval mode and back; a fault may break either half."""
+    if modes == "stuck":
+        model.eval()  # and nothing puts it back in training mode
+    return modes == "normal"
+
+
+def _scores_by_task(result: EvalResult) -> dict[str, torch.Tensor]:
+    return {task: torch.as_tensor(s, dtype=torch.float32)
+            for task, s in result.per_task().items()}
 
 
 @contextlib.contextmanager
@@ -354,9 +379,11 @@ def train(cfg: Config, run: Run | None = None, *,
     """Train a TinyLM on the task mixture and evaluate it on the fixed held-out set.
 
     run: where to report (None: no logging). Logged per step: ``loss``,
-        ``lr``; at every eval (each `eval_every` steps and the last step):
-        ``exact_match`` (macro mean), ``exact_match/<task>``, and per-item
-        scores via ``run.log_items``. Steps count optimizer updates, 1..steps.
+        ``lr``; at every eval (each `eval_every` steps on the fixed eval subset,
+        and the last step on every item): ``exact_match`` (macro mean),
+        ``exact_match/<task>``, ``eval/items`` and per-item scores via
+        ``run.log_items``; the ``eval.subset`` and ``eval.budget`` events (see
+        `labcoat.evals.InTrainingEval`). Steps count optimizer updates, 1..steps.
     echo: called with a short progress line about every 10% of training.
     checkpointer: if given (unused, not yet restored), training resumes from
         its newest verified checkpoint and saves when it says so. It tracks
@@ -396,6 +423,11 @@ def train(cfg: Config, run: Run | None = None, *,
         model.train()
         faults = Injector(fault, model, optimizer, eval_set, stream, len(VOCAB))
         watcher = _watch(guard, cfg, model, optimizer, run, eval_set, start_step=first - 1)
+        evaluator = InTrainingEval(
+            EvalEngine(model, TOKENIZER, eval_suite(eval_set)), run, every=cfg.eval_every,
+            total_steps=cfg.steps, budget=cfg.eval_budget, start_step=first - 1,
+            subset_size=progress.get("eval_subset"),  # a resumed run keeps its subset
+            subset_items=load_subset_file(cfg.eval_subset) if cfg.eval_subset else None)
         try:
             for step in range(first, cfg.steps + 1):
                 lr = learning_rate(step, cfg)
@@ -405,9 +437,12 @@ def train(cfg: Config, run: Run | None = None, *,
                 if run is not None:
                     run.log(step, loss=loss, lr=lr)
                     run.log_work(step, work)
-                if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
-                    scores = evaluate(model, eval_set, modes=faults.evaluation_mode(step))
-                    history[step] = _log_eval(run, step, scores, eval_set)
+                if evaluator.due(step):
+                    result = evaluator.after_step(
+                        step, eval_mode=_eval_mode(model, faults.evaluation_mode(step)))
+                    progress["eval_subset"] = evaluator.subset_size
+                    history[step] = result.macro
+                    scores = _scores_by_task(result) if step == cfg.steps else scores
                 if echo is not None and (step % report_every == 0 or step == cfg.steps):
                     em = f" exact_match {history[step]:.3f}" if step in history else ""
                     echo(f"step {step}/{cfg.steps} loss {loss:.4f} lr {lr:.2e}{em} "
@@ -416,8 +451,9 @@ def train(cfg: Config, run: Run | None = None, *,
                         and dp.rank == 0):  # rank 0 saves, every rank restores
                     checkpointer.save(step)
             if not scores:  # resumed from a checkpoint of the last step: evaluate it again
-                scores = evaluate(model, eval_set)
-                history[cfg.steps] = _log_eval(run, cfg.steps, scores, eval_set)
+                result = evaluator.after_step(cfg.steps)
+                scores = _scores_by_task(result)
+                history[cfg.steps] = result.macro
         finally:
             if watcher is not None:
                 watcher.close()
@@ -511,16 +547,3 @@ def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainSt
     if guard is not None:
         guard.record(loss=value)
     return value, work
-
-
-def _log_eval(run: Run | None, step: int, scores: dict[str, torch.Tensor],
-              eval_set: EvalSet) -> float:
-    """Log one evaluation; returns the macro exact match (unweighted mean over tasks)."""
-    per_task = {task: s.sum().item() / len(s) for task, s in scores.items()}
-    macro = sum(per_task.values()) / len(per_task)
-    if run is not None:
-        ids = eval_set.ids
-        for task, s in scores.items():
-            run.log_items(step, task, ids[task], s.tolist())
-        run.log(step, exact_match=macro, **{f"exact_match/{t}": v for t, v in per_task.items()})
-    return macro
