@@ -29,6 +29,7 @@ from labcoat.errors import Interrupted, LabcoatError
 from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
+from labcoat.runner._early_warning import EarlyWarning
 from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, journal_path
 from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
@@ -148,6 +149,7 @@ class _Loop:
         )
         self.threads = max(1, (os.cpu_count() or 1) // workers)
         self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
+        self.early_warning = EarlyWarning.for_experiment(session, experiment)  # reference.behind
 
     def run(self) -> RunSummary:
         now = time.time()
@@ -302,6 +304,7 @@ class _Loop:
             for alert in self.extrapolation.check(self.session, job.trial, job.attempt,
                                                   final=code is not None):
                 self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
+            self._warn_early(job, final=code is not None)
             if progress.records:
                 job.hang.touch(now)
             if progress.heartbeat_timeout:
@@ -323,6 +326,15 @@ class _Loop:
                 self._fail(
                     job.trial, job.attempt, job.row, code, _failure(code, job.process.run_dir)
                 )
+
+    def _warn_early(self, job: _Running, *, final: bool) -> None:
+        """Behind the reference band beyond noise: an alert; lagging inside it: a note."""
+        alerts, note = self.early_warning.check(self.session, job.trial, job.attempt,
+                                                final=final)
+        for alert in alerts:
+            self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
+        if note:
+            self.display.say(job.trial.key, note)
 
     def _done(self, job: _Running) -> None:
         store.end_attempt(

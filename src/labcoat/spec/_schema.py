@@ -192,6 +192,9 @@ class Design(_Strict):
     budget: Budget | None = None
     parallelism: int | None = Field(None, ge=1, description="trials at a time (default: CPUs)")
     restart: Restart = Field(default_factory=Restart, description="retries, backoff, heartbeat")
+    reference: str | None = Field(
+        None, min_length=1, description="an earlier experiment whose finished trials are the "
+        "reference band for early warning (default: this design's other seeds of the arm)")
 
     @field_validator("seeds", mode="before")
     @classmethod

@@ -13,6 +13,7 @@
 - factorial designs: full_factorial, fractional_factorial (aliasing), factorial_effects,
   suggest_fractional
 - across tasks: random_effects, fixed_effect, generalization, macro_average
+- curves against reference runs: prediction_band (per-step band for a new run, over looks)
 - warnings that qualify a result: StatsWarning
 """
 
@@ -23,6 +24,7 @@ from labcoat.stats._aggregates import (
     aggregate_optimality_gap,
     aggregate_probability_of_improvement,
 )
+from labcoat.stats._bands import Band, prediction_band
 from labcoat.stats._bootstrap import interval_estimates, probability_of_improvement
 from labcoat.stats._checks import StatsWarning
 from labcoat.stats._curves import compare_curves, summarize_curves
@@ -85,6 +87,7 @@ from labcoat.stats._types import Difference, Interval
 
 __all__ = [
     "Adjusted",
+    "Band",
     "ConfidenceSequence",
     "Difference",
     "FactorialDesign",
@@ -135,6 +138,7 @@ __all__ = [
     "permutation_test",
     "pilot_variances",
     "power_two_sample",
+    "prediction_band",
     "probability_of_improvement",
     "random_effects",
     "resampled_mean",

@@ -1,0 +1,77 @@
+"""Early warning: a running trial against the band of reference trials (real runner, real
+store, the fake trial)."""
+
+import json
+
+from helpers import FAKE_TRIAL, cli
+
+COMMAND = (f'"{{python}} {FAKE_TRIAL} --steps 30 --quality {{quality}} --seed {{seed}} '
+           '--loss-scale {loss_scale} --eval-every 5"')
+
+
+def _design(directory, name, arms, seeds, reference=""):
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "design.yaml"
+    path.write_text(f"""name: {name}
+command: {COMMAND}
+params: {{quality: 0.8, loss_scale: 1.0}}
+arms:
+{arms}
+seeds: {seeds}
+parallelism: 2
+{reference}
+""", encoding="utf-8")
+    return path
+
+
+TWINS = "  base: {control: true}\n  twin: {params: {quality: 0.8}}"  # a design needs 2 arms
+
+
+def _alerts(name):
+    trials = json.loads(cli("status", name, "--json", check=True).stdout)["trials"]
+    return {t["key"]: [a for a in t["alerts"] if a["rule"] == "reference.behind"]
+            for t in trials}
+
+
+def test_a_trial_behind_the_reference_band_is_flagged_and_clean_seeds_are_not(home, tmp_path):
+    reference = _design(tmp_path / "ref", "ref", TWINS, "6")
+    cli("run", str(reference), "--plain", check=True)
+    watched = _design(tmp_path / "watched", "watched",
+                      "  base: {control: true}\n"
+                      "  bad: {params: {quality: 0.1}}",
+                      "[10, 11, 12, 13]", reference="reference: ref")
+    out = cli("run", str(watched), "--plain", check=True).stdout
+    alerts = _alerts("watched")
+    # Four clean seeds, none flagged (the rule's false-alarm rate is at most 5% per trial).
+    assert all(alerts[f"base-s{s}"] == [] for s in range(10, 14)), alerts
+    for seed in range(10, 14):
+        (alert,) = alerts[f"bad-s{seed}"]  # once per attempt
+        # same loss, but its eval score falls far below the references' as they learn
+        assert alert["evidence"]["signal"] == "eval"
+        assert alert["evidence"]["value"] < alert["evidence"]["low"]
+        assert alert["evidence"]["references"] == 6  # ref's base arm (bad has no match)
+    assert "reference.behind: eval score" in out and "behind the reference beyond seed noise" in out
+    report = cli("report", "watched", check=True).stdout
+    assert report.count("reference.behind") == 4
+
+
+def test_same_design_seeds_are_the_default_reference(home, tmp_path):
+    # One trial at a time, seed 4 last: its arm's finished seeds 0-3 make the band. Only
+    # seed 4 runs behind (its loss is 1.5x); the clean seeds (seed 3 against three
+    # references) are not flagged.
+    design = _design(tmp_path, "alone", TWINS, "5")
+    text = design.read_text().replace("parallelism: 2", "parallelism: 1")
+    design.write_text(text.replace("--eval-every 5", "--eval-every 5 --scale-seed 4")
+                      .replace("loss_scale: 1.0", "loss_scale: 1.5"))
+    cli("run", str(design), "--plain", check=True)
+    flagged = {key for key, alerts in _alerts("alone").items() if alerts}
+    assert flagged == {"base-s4", "twin-s4"}
+
+
+def test_an_unknown_reference_experiment_is_one_clear_error(home, tmp_path):
+    design = _design(tmp_path, "orphan", TWINS, "1",
+                     reference="reference: nosuch")
+    result = cli("run", str(design), "--plain")
+    assert result.returncode == 2
+    assert "no experiment named 'nosuch'" in result.stderr
+    assert "Traceback" not in result.stderr
