@@ -1,5 +1,5 @@
 """Evaluations: per-item results from files (labcoat, CSV/JSON, lm-eval-harness) and their
-comparison; contamination of eval items by training text.
+comparison; contamination of eval items by training text; prompt-format sensitivity.
 
 Names are imported on first use (PEP 562), so that the CLI can register
 `labcoat contamination` from `labcoat.evals._contamination_cli` without
@@ -25,6 +25,19 @@ if TYPE_CHECKING:
     from labcoat.evals._eval_items import EvalItem, load_eval_items
     from labcoat.evals._importers import ItemScores, load_item_scores
     from labcoat.evals._ngrams import normalize_text
+    from labcoat.evals._prompts import (
+        TEMPLATES,
+        TemplateScores,
+        evaluate_templates,
+        prompt_templates,
+        render,
+    )
+    from labcoat.evals._sensitivity import (
+        ArmSensitivity,
+        Sensitivity,
+        TemplateComparison,
+        format_sensitivity,
+    )
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_compare": ("FileComparison", "TaskComparison", "compare_item_scores"),
@@ -33,4 +46,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_eval_items": ("EvalItem", "load_eval_items"),
     "_importers": ("ItemScores", "load_item_scores"),
     "_ngrams": ("normalize_text",),
+    "_prompts": ("TEMPLATES", "TemplateScores", "evaluate_templates", "prompt_templates",
+                 "render"),
+    "_sensitivity": ("ArmSensitivity", "Sensitivity", "TemplateComparison",
+                     "format_sensitivity"),
 })

@@ -14,6 +14,7 @@
   suggest_fractional
 - across tasks: random_effects, fixed_effect, generalization, macro_average
 - curves against reference runs: prediction_band (per-step band for a new run, over looks)
+- one set of items under k conditions (prompt templates): spread_of_means (range, paired)
 - warnings that qualify a result: StatsWarning
 """
 
@@ -75,6 +76,7 @@ from labcoat.stats._sequential import (
     confidence_sequence,
     sequential_plan,
 )
+from labcoat.stats._spread import Spread, spread_of_means
 from labcoat.stats._tests import (
     MannWhitneyResult,
     PermutationResult,
@@ -103,6 +105,7 @@ __all__ = [
     "SequentialPlan",
     "SequentialResult",
     "SequentialTest",
+    "Spread",
     "StatsWarning",
     "adjust",
     "aggregate_iqm",
@@ -145,6 +148,7 @@ __all__ = [
     "seeds_needed",
     "seeds_needed_from_pilot",
     "sequential_plan",
+    "spread_of_means",
     "suggest_fractional",
     "summarize_curves",
     "unpaired_difference",

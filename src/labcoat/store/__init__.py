@@ -25,6 +25,7 @@ from labcoat.store._queries import (
     list_experiments,
     log_lines,
     metric_points,
+    variant_eval_items,
 )
 from labcoat.store._values import ItemScores, primary_values
 from labcoat.store._write import (
@@ -77,4 +78,5 @@ __all__ = [
     "upsert_checkpoints",
     "upsert_eval_items",
     "upsert_metric_points",
+    "variant_eval_items",
 ]
