@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         scan_contamination,
     )
     from labcoat.evals._eval_items import EvalItem, load_eval_items
-    from labcoat.evals._importers import ItemScores, load_item_scores
+    from labcoat.evals._importers import ItemScores, load_item_scores, merge_item_scores
     from labcoat.evals._ngrams import normalize_text
     from labcoat.evals._prompts import (
         TEMPLATES,
@@ -44,7 +44,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_contamination": ("ContaminationReport", "ItemContamination", "Match", "ScoreComparison",
                        "TaskContamination", "scan_contamination"),
     "_eval_items": ("EvalItem", "load_eval_items"),
-    "_importers": ("ItemScores", "load_item_scores"),
+    "_importers": ("ItemScores", "load_item_scores", "merge_item_scores"),
     "_ngrams": ("normalize_text",),
     "_prompts": ("TEMPLATES", "TemplateScores", "evaluate_templates", "prompt_templates",
                  "render"),

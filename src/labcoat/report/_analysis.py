@@ -184,8 +184,10 @@ def _analyze(session: Session, experiment: Experiment) -> Analysis:
     excluded = [(t.key, _why_excluded(t)) for t in experiment.trials if t.status != "done"]
     done = [t for t in experiment.trials if t.status == "done"]
     if not experiment.design_yaml:
+        kind = "imported results" if experiment.design_hash == store.IMPORTED_HASH else \
+            "ad-hoc experiment"
         return Analysis(experiment.name, status, None, [], excluded,
-                        note="ad-hoc experiment: no design, so no hypothesis to judge")
+                        note=f"{kind}: no design, so no hypothesis to judge")
     design = spec.parse_design(experiment.design_yaml, f"design of {experiment.name}")
     arm_names = [a.name for a in spec.arm_specs(design)]
     results = [_hypothesis_result(session, design, h, arm_names, done)

@@ -118,6 +118,23 @@ def arm_item_scores(session: Session, experiment: str, trials: list[Trial], cls:
     return out
 
 
+def stored_item_scores(session: Session, experiment: Experiment, name: str) -> Any:
+    """ItemScores of arm `name` (its finished trials' item scores averaged), or of the trial
+    with key `name`, in `experiment`; LabcoatError naming the arms otherwise."""
+    from labcoat.errors import LabcoatError
+    from labcoat.evals import ItemScores
+
+    done = [t for t in experiment.trials if t.status == "done"]
+    chosen = [t for t in done if t.arm == name] or [t for t in done if t.key == name]
+    found = arm_item_scores(session, experiment.name, chosen, ItemScores)
+    if not found:
+        arms = ", ".join(dict.fromkeys(t.arm for t in done)) or "none finished"
+        raise LabcoatError(f"experiment {experiment.name!r} has no finished arm or trial "
+                           f"{name!r} with eval items (arms: {arms})")
+    (scores,) = found.values()
+    return scores
+
+
 def print_prompts(data: dict[str, Any], console: Console) -> None:
     if not data:
         return
@@ -161,7 +178,9 @@ def print_evaluations(data: dict[str, Any], console: Console) -> None:
 def _print_comparison(c: dict[str, Any], console: Console) -> None:
     table = Table(title=f"{c['arm']} - {c['a']['path'].rsplit('/', 1)[-1]} "
                   f"({'paired' if c['paired'] else 'UNPAIRED'})", title_justify="left")
-    for column in ("task", "items", "A", "B", "diff", "95% CI", "p"):
+    adjusted = any(t["adjusted"] for t in c["tasks"])
+    ci = "CI (Holm over tasks)" if adjusted else "95% CI"
+    for column in ("task", "items", "A", "B", "diff", ci, "p"):
         table.add_column(column, justify="left" if column == "task" else "right")
     for t in c["tasks"]:
         d = t["adjusted"] or t["difference"]

@@ -9,6 +9,7 @@ from labcoat._lazy import lazy_exports
 if TYPE_CHECKING:
     from labcoat.runner._adhoc import ingest_adhoc
     from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
+    from labcoat.runner._imports import ImportSummary, import_results
     from labcoat.runner._ingest import Progress, ingest_attempt
     from labcoat.runner._runner import Interrupted, RunSummary, run_design
     from labcoat.runner._sequential import SequentialOutcome, run_until_decisive
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_adhoc": ("ingest_adhoc",),
     "_goodput": ("LOSSES", "Goodput", "experiment_goodput", "trial_goodput"),
+    "_imports": ("ImportSummary", "import_results"),
     "_ingest": ("Progress", "ingest_attempt"),
     "_runner": ("Interrupted", "RunSummary", "run_design"),
     "_sequential": ("SequentialOutcome", "run_until_decisive"),

@@ -1,6 +1,7 @@
 """The database: models, migrations, queries. The only code in labcoat that speaks SQL."""
 
 from labcoat.store._db import Store, migrate, open_store
+from labcoat.store._imports import IMPORTED_HASH, record_import
 from labcoat.store._models import (
     TRIAL_STATUSES,
     Alert,
@@ -42,6 +43,7 @@ from labcoat.store._write import (
 )
 
 __all__ = [
+    "IMPORTED_HASH",
     "TRIAL_STATUSES",
     "Alert",
     "Attempt",
@@ -73,6 +75,7 @@ __all__ = [
     "metric_points",
     "migrate",
     "primary_values",
+    "record_import",
     "open_store",
     "start_attempt",
     "upsert_checkpoints",
