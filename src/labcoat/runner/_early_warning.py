@@ -1,9 +1,10 @@
 """Early warning: while a trial trains, compare its loss and eval curves with reference
 trials and say when it is behind them beyond seed noise.
 
-References: the finished trials of the same arm in this experiment (its other
-seeds), or, when the design names an earlier experiment (`reference: EXP`), that
-experiment's finished trials of the same arm (else of its control arm). At least
+References: the finished trials of the same arm and scale in this experiment (its
+other seeds), or, when the design names an earlier experiment (`reference: EXP`),
+that experiment's finished trials of the same arm (else of its control arm; of the
+same scale name when it has one). At least
 `MIN_REFERENCES` are needed; trials this rule flagged, or with an error or
 critical guard alert, are left out.
 
@@ -184,9 +185,10 @@ class EarlyWarning:
         source = self.reference or self.experiment
         done = [t for t in source.trials if t.status == "done" and t.id != trial.id]
         if self.reference is None:
-            done = [t for t in done if t.arm == trial.arm]
+            done = [t for t in done if t.arm == trial.arm and t.scale == trial.scale]
         else:
             done = _matching_arm(self.reference, done, trial.arm)
+            done = [t for t in done if t.scale == trial.scale] or done
         flagged = {a.trial_id for a in store.alerts(session, [t.id for t in done])
                    if a.rule == RULE or a.severity in ("error", "critical")}
         return [t for t in done if t.id not in flagged]
