@@ -33,9 +33,19 @@ def _alerts(name):
             for t in trials}
 
 
-def test_a_trial_behind_the_reference_band_is_flagged_and_clean_seeds_are_not(home, tmp_path):
-    reference = _design(tmp_path / "ref", "ref", TWINS, "6")
+def test_trials_behind_their_references_are_flagged_and_clean_seeds_are_not(home, tmp_path):
+    # 1. Same design: one trial at a time, seed 6 last; its arm's finished seeds 0-5 are
+    # the band. Only seed 6 runs behind (its loss is 1.5x); the clean seeds, from seed 3
+    # on (three references) watched too, are not flagged.
+    reference = _design(tmp_path / "ref", "ref", TWINS, "7")
+    text = reference.read_text().replace("parallelism: 2", "parallelism: 1")
+    reference.write_text(text.replace("--eval-every 5", "--eval-every 5 --scale-seed 6")
+                         .replace("loss_scale: 1.0", "loss_scale: 1.5"))
     cli("run", str(reference), "--plain", check=True)
+    flagged = {key for key, alerts in _alerts("ref").items() if alerts}
+    assert flagged == {"base-s6", "twin-s6"}
+    # 2. A named reference experiment: ref's clean base seeds (six: the flagged seed 6 is
+    # left out) are the band for base here, and for bad, which has no match in ref.
     watched = _design(tmp_path / "watched", "watched",
                       "  base: {control: true}\n"
                       "  bad: {params: {quality: 0.1}}",
@@ -49,23 +59,10 @@ def test_a_trial_behind_the_reference_band_is_flagged_and_clean_seeds_are_not(ho
         # same loss, but its eval score falls far below the references' as they learn
         assert alert["evidence"]["signal"] == "eval"
         assert alert["evidence"]["value"] < alert["evidence"]["low"]
-        assert alert["evidence"]["references"] == 6  # ref's base arm (bad has no match)
+        assert alert["evidence"]["references"] == 6  # ref's control arm, base
     assert "reference.behind: eval score" in out and "behind the reference beyond seed noise" in out
     report = cli("report", "watched", check=True).stdout
     assert report.count("reference.behind") == 4
-
-
-def test_same_design_seeds_are_the_default_reference(home, tmp_path):
-    # One trial at a time, seed 4 last: its arm's finished seeds 0-3 make the band. Only
-    # seed 4 runs behind (its loss is 1.5x); the clean seeds (seed 3 against three
-    # references) are not flagged.
-    design = _design(tmp_path, "alone", TWINS, "5")
-    text = design.read_text().replace("parallelism: 2", "parallelism: 1")
-    design.write_text(text.replace("--eval-every 5", "--eval-every 5 --scale-seed 4")
-                      .replace("loss_scale: 1.0", "loss_scale: 1.5"))
-    cli("run", str(design), "--plain", check=True)
-    flagged = {key for key, alerts in _alerts("alone").items() if alerts}
-    assert flagged == {"base-s4", "twin-s4"}
 
 
 def test_an_unknown_reference_experiment_is_one_clear_error(home, tmp_path):
@@ -75,3 +72,5 @@ def test_an_unknown_reference_experiment_is_one_clear_error(home, tmp_path):
     assert result.returncode == 2
     assert "no experiment named 'nosuch'" in result.stderr
     assert "Traceback" not in result.stderr
+    # nothing was registered, so fixing the typo is not "a different design" under one name
+    assert "orphan" not in cli("status", "--json", check=True).stdout

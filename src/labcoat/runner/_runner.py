@@ -96,6 +96,8 @@ def run_design(
     db = store.open_store()
     try:
         with _experiment_lock(design.name), db.session() as session:
+            if design.reference:  # before registering: a typo must not freeze the design
+                store.find_experiment(session, design.reference)
             experiment = register(
                 session,
                 spec.load_design(path),
@@ -317,6 +319,7 @@ class _Loop:
             self.running.remove(job)
             ingest_attempt(self.session, job.attempt)  # lines written while it exited
             capture_output(self.session, job.attempt, job.attempt.last_step)
+            self._warn_early(job, final=True)  # its last evals may be in those lines
             if hung:
                 cause = f"hang: no journal line for {job.hang.timeout:g} s"
                 self._fail(job.trial, job.attempt, job.row, code, cause)
