@@ -216,9 +216,10 @@ def export(
         if items:
             for row in store.eval_items(session, list(trials)):
                 t = trials[row.trial_id]
+                variant = {"variant": row.variant} if row.variant else {}  # e.g. a template
                 out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
                                       "step": row.step, "task": row.task, "item": row.item,
-                                      "score": _strict(row.score)}) + "\n")
+                                      "score": _strict(row.score), **variant}) + "\n")
         else:
             for row in store.metric_points(session, list(trials)):
                 t = trials[row.trial_id]

@@ -104,6 +104,9 @@ def test_logged_templates_reach_the_store_and_the_report(home):
     arm_a = report["arms"][0]["templates"]
     assert arm_a["json"]["point"] == pytest.approx(0.30)
     assert arm_a["json"]["low"] < 0.30 < arm_a["json"]["high"]
+    exported = [json.loads(line) for line in
+                cli("export", "prompts", "--items", check=True).stdout.splitlines()]
+    assert {r["variant"] for r in exported} == {"plain", "markdown", "json", "yaml"}
     text = cli("report", "prompts", check=True).stdout
     assert "prompt-format sensitivity" in text and "FLIPS SIGN" in text
     assert np.isclose(report["arms"][1]["spread"]["estimate"], 0.45)
