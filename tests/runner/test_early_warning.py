@@ -3,6 +3,9 @@ store, the fake trial)."""
 
 import json
 
+import numpy as np
+import pytest
+
 from helpers import FAKE_TRIAL, cli
 
 COMMAND = (f'"{{python}} {FAKE_TRIAL} --steps 30 --quality {{quality}} --seed {{seed}} '
@@ -74,3 +77,67 @@ def test_an_unknown_reference_experiment_is_one_clear_error(home, tmp_path):
     assert "Traceback" not in result.stderr
     # nothing was registered, so fixing the typo is not "a different design" under one name
     assert "orphan" not in cli("status", "--json", check=True).stdout
+
+
+def _curves_in_store(curves):
+    """An experiment (no design) whose trials of arm `a` logged these loss curves; the
+    last one is running. Returns (session, db, early warning, running trial, attempt)."""
+    from labcoat import store
+    from labcoat.runner._early_warning import EarlyWarning
+    from labcoat.store import Trial
+
+    db = store.open_store()
+    session = db.session()
+    exp, _ = store.get_or_create_experiment(session, name="curves", design_yaml="",
+                                            design_hash="x")
+    attempts = []
+    for k, curve in enumerate(curves):
+        trial = Trial(key=f"a-s{k}", arm="a", seed=k, params={}, status="pending")
+        exp.trials.append(trial)
+        session.flush()
+        attempt = store.start_attempt(session, trial, run_dir="", host="h")
+        store.upsert_metric_points(session, [
+            {"trial_id": trial.id, "attempt_id": attempt.id, "name": "loss", "step": s,
+             "value": v, "time": 0.0} for s, v in enumerate(curve, start=1)])
+        attempts.append(attempt)
+        if k < len(curves) - 1:
+            store.end_attempt(session, attempt, exit_code=0, cause="exit 0",
+                              trial_status="done")
+    return db, session, EarlyWarning(exp), exp.trials[-1], attempts[-1]
+
+
+def test_a_lag_within_the_noise_of_many_looks_is_a_note_not_an_alert(home):
+    # Five references at steps 1..10: loss 1/step plus a per-seed offset (sd 0.0112).
+    # A trial 0.06 above the mean at step 1 is outside one look's 95% band
+    # (t(0.975, 4) = 2.776: +-0.034 with sqrt(1 + 1/5)) but inside the band over 10 looks
+    # (t(1 - 0.0025, 4) = 5.598: +-0.069): noted, not alerted.
+    offsets = [-0.015, -0.005, 0.0, 0.005, 0.015]
+    refs = [[1 / s + o for s in range(1, 11)] for o in offsets]
+    lagging = [1 / s + (0.06 if s == 1 else 0.0) for s in range(1, 11)]
+    db, session, warning, trial, attempt = _curves_in_store([*refs, lagging])
+    try:
+        alerts, note = warning.check(session, trial, attempt, final=True)
+        assert alerts == []
+        assert "expected early underperformance" in note and "step 1" in note
+    finally:
+        session.close()
+        db.close()
+
+
+def test_a_lag_beyond_the_band_of_all_looks_is_one_alert(home):
+    offsets = [-0.015, -0.005, 0.0, 0.005, 0.015]
+    refs = [[1 / s + o for s in range(1, 11)] for o in offsets]
+    behind = [1 / s + (0.1 if s >= 4 else 0.0) for s in range(1, 11)]  # +0.1 > 0.069
+    db, session, warning, trial, attempt = _curves_in_store([*refs, behind])
+    try:
+        (alert,), _ = warning.check(session, trial, attempt, final=True)
+        assert alert["step"] == 4 and alert["rule"] == "reference.behind"
+        half = alert["evidence"]["high"] - alert["evidence"]["mean"]
+        from scipy import stats as sps
+
+        sd = float(np.std(offsets, ddof=1))
+        assert half == pytest.approx(sps.t.ppf(1 - 0.05 / 10 / 2, 4) * sd * (1.2 ** 0.5))
+        assert warning.check(session, trial, attempt, final=True) == ([], None)  # once
+    finally:
+        session.close()
+        db.close()

@@ -13,8 +13,10 @@ run of the reference process, so its value should lie in the prediction band
 mean +- t(K-1) * sd * sqrt(1 + 1/K) of the K reference runs at that step. The
 band is as wide as the seeds' spread *at that step*: early in training, when
 seeds disagree most, a trial lagging the reference mean is usually inside it
-("expected early underperformance", shown once in the run display, not an
-alert). Looks are planned in advance: `LOOKS` log-spaced steps per signal (loss,
+("expected early underperformance"). A trial outside the 95% band of one look
+alone but inside the band over all looks is what a single glance would call
+behind; it is noted once in the run display, not alerted. Looks are planned in
+advance: `LOOKS` log-spaced steps per signal (loss,
 and the eval score when items are logged during training), and the 5% false
 alarm rate per trial is split over signals and looks (Bonferroni), so a clean
 seed is flagged with probability at most 5% however often the runner polls.
@@ -67,6 +69,8 @@ class Signal:
     high: np.ndarray
     sd: np.ndarray
     n_runs: int
+    single_low: np.ndarray  # the band of one look at 95%, without the split over looks
+    single_high: np.ndarray
 
 
 @dataclass
@@ -134,11 +138,14 @@ class EarlyWarning:
                                         watch.basis)], None
                 if verdict == "lagging" and not watch.noted:
                     watch.noted = True
-                    note = (f"{_label(signal, self.metric)} {value:.4g} at step {step} trails "
-                            f"the reference mean {signal.mean[i]:.4g} by more than one seed sd "
-                            f"but is inside the band [{signal.low[i]:.4g}, "
-                            f"{signal.high[i]:.4g}]: expected early underperformance, "
-                            "not an alarm")
+                    early = step <= signal.steps[-1] / 2
+                    note = (f"{_label(signal, self.metric)} {value:.4g} at step {step} is "
+                            f"behind a single-look 95% band [{signal.single_low[i]:.4g}, "
+                            f"{signal.single_high[i]:.4g}] but inside the band over all "
+                            f"{len(signal.steps)} looks [{signal.low[i]:.4g}, "
+                            f"{signal.high[i]:.4g}]: "
+                            + ("expected early underperformance (seeds spread widely early)"
+                               if early else "within seed noise") + ", not an alarm")
         return [], note
 
     def _alert(self, session: Session, trial: Trial, attempt: Attempt, signal: Signal,
@@ -210,8 +217,9 @@ class EarlyWarning:
             values = np.array([[c[s] for s in steps] for c in runs])
             band = stats.prediction_band(values, ci=1 - FAMILY_ALPHA / len(usable),
                                          looks=steps.size)
+            single = stats.prediction_band(values, ci=1 - FAMILY_ALPHA)
             out.append(Signal(name, name != EVAL, steps, band.mean, band.low, band.high,
-                              band.sd, band.n_runs))
+                              band.sd, band.n_runs, single.low, single.high))
         return out
 
 
@@ -262,15 +270,15 @@ def _at(curve: dict[int, float], step: int) -> float | None:
 
 
 def _judge(signal: Signal, i: int, value: float) -> str:
-    """"behind" (outside the band on the bad side), "lagging" (worse than the mean by
-    over one reference sd, inside the band), else "fine"."""
-    worse = value > signal.mean[i] if signal.lower_is_better else value < signal.mean[i]
-    outside = value > signal.high[i] if signal.lower_is_better else value < signal.low[i]
-    if outside:
-        return "behind"
-    if worse and abs(value - signal.mean[i]) > signal.sd[i]:
-        return "lagging"
-    return "fine"
+    """"behind" (outside the band over all looks, on the bad side), "lagging" (outside
+    the band of this one look alone, inside the band over all looks: what a single
+    glance would call behind, yet within the noise of watching a whole curve), else
+    "fine"."""
+    if signal.lower_is_better:
+        return ("behind" if value > signal.high[i] else
+                "lagging" if value > signal.single_high[i] else "fine")
+    return ("behind" if value < signal.low[i] else
+            "lagging" if value < signal.single_low[i] else "fine")
 
 
 def _label(signal: Signal, metric: str) -> str:
