@@ -133,3 +133,13 @@ def test_results_are_not_imported_into_a_designed_experiment(home):
         import_results([INSPECT_JSON], experiment="designed", arm="a")
     done = import_results([INSPECT_JSON], experiment="outside", arm="a", seed=3)
     assert (done.trial, done.tasks) == ("a-s3", {"addition": 24})
+
+
+def test_a_task_run_twice_in_one_tree_is_refused(tmp_path):
+    import shutil
+
+    for model in ("model-a", "model-b"):  # same task names, different runs
+        shutil.copytree(LM_EVAL / model, tmp_path / "out" / model)
+    with pytest.raises(LabcoatError, match=r"item '0' is in both .*model-a.* and .*model-b"):
+        evals.load_item_scores(tmp_path / "out", metric="acc,exact_match",
+                               filter="strict-match,none")
