@@ -71,6 +71,18 @@ def test_a_conclusion_that_flips_with_the_template_is_flagged():
     assert found.templates[spread_a.worst] == "json"
 
 
+def test_a_batched_model_gives_the_same_scores_and_bad_returns_are_one_message():
+    one = _toy("a")
+    batched = evals.evaluate_templates(
+        ITEMS, lambda prompts, items: [one(p, i) for p, i in zip(prompts, items, strict=True)],
+        batched=True)
+    assert np.array_equal(batched.scores, evals.evaluate_templates(ITEMS, one).scores)
+    with pytest.raises(LabcoatError, match="returned 1 scores for 60 prompts"):
+        evals.evaluate_templates(ITEMS, lambda prompts, items: [1.0], batched=True)
+    with pytest.raises(LabcoatError, match="returned 'yes' for item 'q0'"):
+        evals.evaluate_templates(ITEMS, lambda prompt, item: "yes")
+
+
 def test_a_conclusion_that_holds_only_under_some_templates_loses_significance():
     scores = {"a": evals.evaluate_templates(ITEMS, _toy("a"), {"plain": "{input}",
                                                                 "markdown": "# {input}"}),

@@ -34,6 +34,7 @@ TEMPLATES: dict[str, str] = {
 FIELDS = ("input", "input_json", "id", "task", "cluster")
 
 Model = Callable[[str, EvalItem], float]  # (rendered prompt, item) -> score
+BatchModel = Callable[[list[str], list[EvalItem]], Sequence[float]]  # prompts -> scores
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,13 @@ def render(item: EvalItem, template: str) -> str:
                            id=item.id, task=item.task, cluster=item.cluster or "")
 
 
-def evaluate_templates(items: Sequence[EvalItem], model: Model,
+def evaluate_templates(items: Sequence[EvalItem], model: Model | BatchModel,
                        chosen: Mapping[str, str] | None = None, *,
-                       run: Any = None, step: int = 0) -> TemplateScores:
-    """Score every item under every template with `model(prompt, item) -> score`.
+                       run: Any = None, step: int = 0, batched: bool = False
+                       ) -> TemplateScores:
+    """Score every item under every template with `model(prompt, item) -> score`, or,
+    batched, `model(prompts, items) -> scores` once per template (one batch for a
+    model that pads and runs many prompts at once).
 
     run, step: a labcoat run (labcoat.init()) to log the item results to, one
     log_items call per task and template with variant = the template's name.
@@ -94,8 +98,13 @@ def evaluate_templates(items: Sequence[EvalItem], model: Model,
     names = list(chosen)
     scores = np.empty((len(items), len(names)))
     for j, name in enumerate(names):
-        for i, item in enumerate(items):
-            value = model(render(item, chosen[name]), item)
+        prompts = [render(item, chosen[name]) for item in items]
+        values = (list(model(prompts, list(items))) if batched  # type: ignore[call-arg]
+                  else [model(p, item) for p, item in zip(prompts, items, strict=True)])
+        if len(values) != len(items):
+            raise LabcoatError(f"the model returned {len(values)} scores for {len(items)} "
+                               f"prompts under template {name!r}; return one per prompt")
+        for i, (item, value) in enumerate(zip(items, values, strict=True)):
             try:
                 scores[i, j] = float(value)
             except (TypeError, ValueError):
