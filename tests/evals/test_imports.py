@@ -98,11 +98,16 @@ def test_bad_inspect_logs(tmp_path):
 
 
 def test_imported_results_are_paired_by_compare_and_the_report(home):
-    for model in ("model-a", "model-b"):
-        out = cli("import", str(LM_EVAL / model), "--experiment", "ext", "--arm", model,
-                  "--metric", "acc,exact_match", "--filter", "strict-match,none",
-                  check=True).stdout
-        assert "imported 70 item scores" in out and "arc_easy (40), gsm8k (30)" in out
+    from labcoat import store
+    from labcoat.report import stored_item_scores
+    from labcoat.runner import import_results
+
+    out = cli("import", str(LM_EVAL / "model-a"), "--experiment", "ext", "--arm", "model-a",
+              "--metric", "acc,exact_match", "--filter", "strict-match,none",
+              check=True).stdout
+    assert "imported 70 item scores" in out and "arc_easy (40), gsm8k (30)" in out
+    import_results([LM_EVAL / "model-b"], experiment="ext", arm="model-b",
+                   metric="acc,exact_match", filter="strict-match,none")
     data = json.loads(cli("compare", "model-a", "model-b", "--experiment", "ext", "--json",
                           check=True).stdout)
     assert data["paired"] is True
@@ -115,8 +120,9 @@ def test_imported_results_are_paired_by_compare_and_the_report(home):
     assert arc["difference"]["se"] == pytest.approx(0.3 / t.statistic)
     report = cli("report", "ext", check=True).stdout
     assert "evaluations" in report and "model-b - model-a" in report
-    missing = cli("compare", "model-a", "model-c", "--experiment", "ext")
-    assert missing.returncode == 2 and "no finished arm or trial 'model-c'" in missing.stderr
+    with store.open_store().session() as session:
+        with pytest.raises(LabcoatError, match="no finished arm or trial 'model-c'"):
+            stored_item_scores(session, store.find_experiment(session, "ext"), "model-c")
 
 
 def test_results_are_not_imported_into_a_designed_experiment(home):
