@@ -246,9 +246,10 @@ def export(
         if items:
             for row in store.eval_items(session, list(trials)):
                 t = trials[row.trial_id]
+                variant = {"variant": row.variant} if row.variant else {}  # e.g. a template
                 out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
                                       "step": row.step, "task": row.task, "item": row.item,
-                                      "score": _strict(row.score)}) + "\n")
+                                      "score": _strict(row.score), **variant}) + "\n")
         else:
             for row in store.metric_points(session, list(trials)):
                 t = trials[row.trial_id]
@@ -285,17 +286,23 @@ def compare(
     filter_: Annotated[str | None, typer.Option("--filter", help="lm-eval-harness filter, "
                                                 "when a file has several")] = None,
     as_json: JsonFlag = False,
+    experiment: Annotated[str | None, typer.Option(
+        help="A and B are arms (or trials) of this experiment in the store, e.g. imported "
+             "with `labcoat import`")] = None,
 ) -> None:
     """B minus A on the items both scored: paired difference with 95% CI, per task.
 
-    Files: CSV/JSON/JSONL with item and score fields (task and cluster optional), or
-    lm-eval-harness --log_samples JSONL.
+    Files: CSV/JSON/JSONL with item and score fields (task and cluster optional),
+    lm-eval-harness --log_samples JSONL (or their directory), Inspect AI .eval/.json logs.
     """
     from labcoat import evals
     from labcoat import report as reports
 
-    scores_a = evals.load_item_scores(a, metric=metric, filter=filter_)
-    scores_b = evals.load_item_scores(b, metric=metric, filter=filter_)
+    if experiment is not None:
+        scores_a, scores_b = _stored_scores(experiment, str(a), str(b))
+    else:
+        scores_a = evals.load_item_scores(a, metric=metric, filter=filter_)
+        scores_b = evals.load_item_scores(b, metric=metric, filter=filter_)
     try:
         result = evals.compare_item_scores(scores_a, scores_b)
     except ValueError as e:
@@ -304,6 +311,44 @@ def compare(
         _print_json(reports.file_comparison_dict(result))
     else:
         reports.print_file_comparison(result, console)
+
+
+def _stored_scores(experiment: str, a: str, b: str) -> tuple[Any, Any]:
+    from labcoat import report as reports
+    from labcoat import store
+
+    with _session() as session:
+        exp = store.find_experiment(session, experiment)
+        return (reports.stored_item_scores(session, exp, a),
+                reports.stored_item_scores(session, exp, b))
+
+
+@app.command("import")
+def import_command(
+    paths: Annotated[list[Path], typer.Argument(
+        help="result files or directories: lm-eval-harness --log_samples output, Inspect AI "
+             ".eval/.json logs, or CSV/JSON/JSONL item scores")],
+    experiment: Annotated[str, typer.Option(help="experiment to import into (created if new)")],
+    arm: Annotated[str, typer.Option(help="the model or arm these results belong to")],
+    seed: Annotated[int | None, typer.Option(help="the seed, if the arm has several")] = None,
+    metric: Annotated[str | None, typer.Option(help="score field (default: the only one); "
+                                               "Inspect: scorer or scorer.key")] = None,
+    filter_: Annotated[str | None, typer.Option("--filter", help="lm-eval-harness filter, "
+                                                "when a file has several")] = None,
+) -> None:
+    """Store per-item results computed elsewhere as arm ARM of EXPERIMENT, so `labcoat
+    compare --experiment` and `labcoat report` put paired error bars on them."""
+    from labcoat.runner import import_results
+
+    done = import_results(paths, experiment=experiment, arm=arm, seed=seed, metric=metric,
+                          filter=filter_)
+    tasks = ", ".join(f"{escape(t)} ({n})" for t, n in done.tasks.items())
+    console.print(f"imported {sum(done.tasks.values())} item scores ({done.format}, metric "
+                  f"{escape(done.metric)}) as {escape(done.experiment)}/{escape(done.trial)}: "
+                  f"{tasks}", soft_wrap=True)
+    for note in done.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+    console.print(f"next: labcoat report {escape(done.experiment)}", soft_wrap=True)
 
 
 @app.command()

@@ -1,7 +1,8 @@
 """Evaluations: per-item results from files (labcoat, CSV/JSON, lm-eval-harness) and their
 comparison; contamination of eval items by training text; eval suites as data (items +
 scorer, from JSONL/CSV or lm-eval-harness task YAML) and the engine that scores them with a
-PyTorch model during training; small subsets that keep the full suite's ranking.
+PyTorch model during training; small subsets that keep the full suite's ranking;
+prompt-format sensitivity.
 
 Names are imported on first use (PEP 562), so that the CLI can register
 `labcoat contamination` from `labcoat.evals._contamination_cli` without
@@ -26,12 +27,25 @@ if TYPE_CHECKING:
     )
     from labcoat.evals._engine import EvalEngine, EvalResult
     from labcoat.evals._eval_items import EvalItem, load_eval_items
-    from labcoat.evals._importers import ItemScores, load_item_scores
+    from labcoat.evals._importers import ItemScores, load_item_scores, merge_item_scores
     from labcoat.evals._in_training import InTrainingEval, load_subset_file
     from labcoat.evals._lm_eval_task import load_lm_eval_task
     from labcoat.evals._naive import naive_scores
     from labcoat.evals._ngrams import normalize_text
+    from labcoat.evals._prompts import (
+        TEMPLATES,
+        TemplateScores,
+        evaluate_templates,
+        prompt_templates,
+        render,
+    )
     from labcoat.evals._scorers import Scorer, parse_scorer, score_text
+    from labcoat.evals._sensitivity import (
+        ArmSensitivity,
+        Sensitivity,
+        TemplateComparison,
+        format_sensitivity,
+    )
     from labcoat.evals._subset import ResultMatrix, SubsetChoice, choose_subset, result_matrix
     from labcoat.evals._suite import EvalSuite, load_suite
     from labcoat.evals._tokenizer import Tokenizer, as_tokenizer
@@ -49,6 +63,10 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_subset": ("ResultMatrix", "SubsetChoice", "choose_subset", "result_matrix"),
     "_suite": ("EvalSuite", "load_suite"),
     "_tokenizer": ("Tokenizer", "as_tokenizer"),
-    "_importers": ("ItemScores", "load_item_scores"),
+    "_importers": ("ItemScores", "load_item_scores", "merge_item_scores"),
     "_ngrams": ("normalize_text",),
+    "_prompts": ("TEMPLATES", "TemplateScores", "evaluate_templates", "prompt_templates",
+                 "render"),
+    "_sensitivity": ("ArmSensitivity", "Sensitivity", "TemplateComparison",
+                     "format_sensitivity"),
 })

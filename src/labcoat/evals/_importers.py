@@ -7,6 +7,9 @@ Formats, detected from the file:
 - JSON lines (optionally .gz): one such object per line, or lm-eval-harness
   ``--log_samples`` records (``samples_<task>_<timestamp>.jsonl``: `doc_id`,
   `filter`, `metrics`, and one key per metric).
+- Inspect AI eval logs: `.json` logs and `.eval` zip logs (see `_inspect_logs`).
+- A directory: every lm-eval-harness samples file (an `--output_path` tree, one
+  file per task) and Inspect log in it, recursively, merged (one task per file).
 Every problem names the file and line and says the fix.
 """
 
@@ -47,6 +50,7 @@ class ItemScores:
     items: list[str]
     scores: np.ndarray
     clusters: list[str] | None = None
+    notes: tuple[str, ...] = ()  # what the reader left out or merged, for the user
 
     def keys(self) -> list[tuple[str, str]]:
         return list(zip(self.tasks, self.items, strict=True))
@@ -56,7 +60,11 @@ def load_item_scores(path: str | Path, *, metric: str | None = None,
                      filter: str | None = None) -> ItemScores:  # noqa: A002 - lm-eval's word
     """Read per-item scores from `path` (format detected; see the module docstring)."""
     path = Path(path)
+    if path.is_dir():
+        return _directory(path, metric, filter)
     name = path.name.removesuffix(".gz")
+    if name.endswith(".eval"):
+        return _inspect(path, metric)
     text = _read_text(path)
     if name.endswith(".csv"):
         rows = _csv_rows(text, path)
@@ -67,9 +75,72 @@ def load_item_scores(path: str | Path, *, metric: str | None = None,
             return _lm_eval(path, rows, metric, filter)
         return _generic(path, "jsonl", rows, metric)
     if name.endswith(".json"):
+        if _inspect_header(text):
+            return _inspect(path, metric)
         return _generic(path, "json", _json_rows(text, path), metric)
-    raise LabcoatError(f"{path}: unknown result format; use .csv, .json or .jsonl "
-                       "(lm-eval-harness --log_samples files are samples_<task>_<time>.jsonl)")
+    raise LabcoatError(f"{path}: unknown result format; use .csv, .json or .jsonl, an Inspect "
+                       ".eval/.json log, or a directory of lm-eval-harness samples_<task>_<time>"
+                       ".jsonl files")
+
+
+def _inspect_header(text: str) -> bool:
+    from labcoat.evals._inspect_logs import is_inspect_json
+
+    try:
+        return is_inspect_json(json.loads(text))
+    except json.JSONDecodeError:
+        return False
+
+
+def _inspect(path: Path, metric: str | None) -> ItemScores:
+    from labcoat.evals._inspect_logs import read_inspect_log
+
+    task, metric, items, scores, notes = read_inspect_log(path, metric)
+    where = [(f"{path}[sample {i}]", {}) for i in items]
+    values = [_score(v, w, metric) for v, (w, _) in zip(scores, where, strict=True)]
+    found = _finish(path, "inspect", metric, [task] * len(items), items, values, None, where)
+    return _with_notes(found, notes)
+
+
+def _directory(path: Path, metric: str | None, filter_: str | None) -> ItemScores:
+    """Every lm-eval-harness samples file and Inspect log under `path`, merged."""
+    files = sorted(p for p in path.rglob("*") if p.is_file() and (
+        (p.name.startswith("samples_") and p.name.removesuffix(".gz").endswith(".jsonl"))
+        or p.suffix == ".eval"
+        or (p.suffix == ".json" and _inspect_header(_read_text(p)))))
+    if not files:
+        raise LabcoatError(f"{path}: no lm-eval-harness samples_<task>_<time>.jsonl files and "
+                           "no Inspect logs (.eval, .json) in this directory; run lm-eval "
+                           "with --log_samples, or give the files")
+    return merge_item_scores([load_item_scores(f, metric=metric, filter=filter_)
+                              for f in files], str(path))
+
+
+def merge_item_scores(parts: list[ItemScores], path: str | None = None) -> ItemScores:
+    """Several results of one model (e.g. one file per task) as one; an item in two of
+    them is an error (two runs of one task: choose one)."""
+    if len(parts) == 1:
+        return parts[0]
+    seen: dict[tuple[str, str], str] = {}
+    for part in parts:
+        for key in part.keys():
+            if key in seen:
+                raise LabcoatError(f"task {key[0]!r} item {key[1]!r} is in both {seen[key]} "
+                                   f"and {part.path} (two runs of one task?); import the "
+                                   "files you mean one by one")
+            seen[key] = part.path
+    formats = ", ".join(dict.fromkeys(p.format for p in parts))
+    metrics = ", ".join(dict.fromkeys(p.metric for p in parts))
+    return ItemScores(path or " + ".join(p.path for p in parts), formats, metrics,
+                      [t for p in parts for t in p.tasks], [i for p in parts for i in p.items],
+                      np.concatenate([p.scores for p in parts]), None,
+                      tuple(n for p in parts for n in p.notes))
+
+
+def _with_notes(scores: ItemScores, notes: list[str]) -> ItemScores:
+    from dataclasses import replace
+
+    return replace(scores, notes=tuple(notes))
 
 
 def _read_text(path: Path) -> str:
@@ -165,11 +236,18 @@ def _lm_eval(path: Path, rows: Rows, metric: str | None, filter_: str | None) ->
     if filter_ is None and len(filters) > 1:
         raise LabcoatError(f"{path}: lm-eval-harness samples with several filters "
                            f"({', '.join(filters)}); choose one with --filter")
-    chosen = filter_ or filters[0]
-    if chosen not in filters:
-        raise LabcoatError(f"{path}: no samples with filter {chosen!r}; "
-                           f"this file has {', '.join(filters)}")
+    # "a,b": the first of these the file has (one flag for a directory of tasks)
+    wanted = filter_.split(",") if filter_ else [filters[0]]
+    chosen = next((f for f in wanted if f in filters), None)
+    if chosen is None:
+        raise LabcoatError(f"{path}: no samples with filter {filter_!r}; "
+                           f"this file has {', '.join(filters)} (several: --filter a,b)")
     rows = [(where, r) for where, r in rows if str(r.get("filter", "none")) == chosen]
+    if metric and "," in metric:
+        names = metric.split(",")
+        metric = next((m for m in names if m in rows[0][1]), None)
+        if metric is None:
+            raise LabcoatError(f"{path}: samples have none of the metrics {', '.join(names)}")
     metric = metric or _lm_eval_metric(path, rows[0][1])
     items, scores = [], []
     for where, row in rows:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
         analyze,
     )
     from labcoat.report._diagnosis import diagnosis_entry, print_diagnoses, print_templates
+    from labcoat.report._evals import stored_item_scores
     from labcoat.report._files import file_comparison_dict, print_file_comparison
     from labcoat.report._logs import LogLine, lines_json, print_lines, select_lines
     from labcoat.report._reproduce import print_provenance, print_replay, print_rerun
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_analysis": ("Analysis", "ArmResult", "Comparison", "HypothesisResult", "analyze"),
     "_diagnosis": ("diagnosis_entry", "print_diagnoses", "print_templates"),
+    "_evals": ("stored_item_scores",),
     "_files": ("file_comparison_dict", "print_file_comparison"),
     "_logs": ("LogLine", "lines_json", "print_lines", "select_lines"),
     "_reproduce": ("print_provenance", "print_replay", "print_rerun"),

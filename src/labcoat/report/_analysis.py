@@ -22,6 +22,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from labcoat import spec, stats, store
+from labcoat.report._evals import evaluations_data, prompts_data
 from labcoat.report._scales import scales_data
 from labcoat.report._status import status_data
 from labcoat.spec import Design, Hypothesis
@@ -93,6 +94,8 @@ class Analysis:
     alerts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # trial -> alerts
     restarts: dict[str, list[str]] = field(default_factory=dict)  # trial -> causes of restarts
     scales: dict[str, Any] = field(default_factory=dict)  # scaling fits (report._scales)
+    prompts: dict[str, Any] = field(default_factory=dict)  # template sensitivity (_evals)
+    evaluations: dict[str, Any] = field(default_factory=dict)  # arms paired, no design
 
 
 def analyze(session: Session, experiment: Experiment) -> Analysis:
@@ -115,6 +118,8 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
     analysis.restarts = {t["key"]: [a["cause"] for a in t["attempt_history"][:-1]]
                          for t in status["trials"] if t["attempts"] > 1}
     analysis.scales = scales_data(session, experiment)
+    analysis.prompts = prompts_data(session, experiment, analysis.control)
+    analysis.evaluations = evaluations_data(session, experiment)
     return analysis
 
 
@@ -179,8 +184,10 @@ def _analyze(session: Session, experiment: Experiment) -> Analysis:
     excluded = [(t.key, _why_excluded(t)) for t in experiment.trials if t.status != "done"]
     done = [t for t in experiment.trials if t.status == "done"]
     if not experiment.design_yaml:
+        kind = "imported results" if experiment.design_hash == store.IMPORTED_HASH else \
+            "ad-hoc experiment"
         return Analysis(experiment.name, status, None, [], excluded,
-                        note="ad-hoc experiment: no design, so no hypothesis to judge")
+                        note=f"{kind}: no design, so no hypothesis to judge")
     design = spec.parse_design(experiment.design_yaml, f"design of {experiment.name}")
     arm_names = [a.name for a in spec.arm_specs(design)]
     results = [_hypothesis_result(session, design, h, arm_names, done)

@@ -18,6 +18,7 @@ from labcoat.report._analysis import (
     Comparison,
     HypothesisResult,
 )
+from labcoat.report._evals import print_evaluations, print_prompts
 from labcoat.report._scales import print_scales
 from labcoat.report._status import goodput_line, print_alerts
 from labcoat.stats import Adjusted, Difference, Interval
@@ -37,6 +38,8 @@ def print_report(analysis: Analysis, console: Console) -> None:
     if analysis.secondary:
         console.print(_secondary_table(analysis))
     print_scales(analysis.scales, console)
+    print_evaluations(analysis.evaluations, console)
+    print_prompts(analysis.prompts, console)
     for message in analysis.warnings:
         console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
     _print_registration(analysis, console)

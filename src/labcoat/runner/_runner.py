@@ -29,6 +29,7 @@ from labcoat.errors import Interrupted, LabcoatError
 from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
+from labcoat.runner._early_warning import EarlyWarning
 from labcoat.runner._executor import (
     Executor,
     ExecutorConfig,
@@ -117,6 +118,8 @@ def run_design(
     try:
         with (_experiment_lock(design.name), store.experiment_lock(db, design.name),
               db.session() as session):
+            if design.reference:  # before registering: a typo must not freeze the design
+                store.find_experiment(session, design.reference)
             experiment = register(
                 session,
                 spec.load_design(path),
@@ -181,6 +184,7 @@ class _Loop:
         self.ranks = 1  # processes per trial (design `ranks: N`, launched through torchrun)
         self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
         self.provenance: ProvenanceRecorder | None = None  # recorded at each launch
+        self.early_warning = EarlyWarning.for_experiment(session, experiment)  # reference.behind
 
     def run(self) -> RunSummary:
         now = time.time()
@@ -352,6 +356,7 @@ class _Loop:
             for alert in self.extrapolation.check(self.session, job.trial, job.attempt,
                                                   final=code is not None):
                 self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
+            self._warn_early(job, final=code is not None)
             if progress.records:
                 job.hang.touch(now)
             if job.group is not None:  # a rank group hangs if any of its ranks does
@@ -366,6 +371,7 @@ class _Loop:
             self.running.remove(job)
             self._ingest_ranks(job, ingest_attempt(self.session, job.attempt))  # lines
             capture_output(self.session, job.attempt, job.attempt.last_step)  # written at exit
+            self._warn_early(job, final=True)  # its last evals may be in those lines
             if job.group is not None:
                 kill_ranks(journal_path(job.attempt))  # ranks torchrun left behind, if any
                 failure = job.group.failure(job.attempt) if code != 0 and not hung else None
@@ -390,6 +396,15 @@ class _Loop:
             return
         for news in job.group.ingest(self.session, job.attempt, progress):
             self.display.say(job.trial.key, news)
+
+    def _warn_early(self, job: _Running, *, final: bool) -> None:
+        """Behind the reference band beyond noise: an alert; lagging inside it: a note."""
+        alerts, note = self.early_warning.check(self.session, job.trial, job.attempt,
+                                                final=final)
+        for alert in alerts:
+            self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
+        if note:
+            self.display.say(job.trial.key, note)
 
     def _done(self, job: _Running) -> None:
         store.end_attempt(

@@ -122,7 +122,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-LATER_SECTIONS = ("data", "resources", "ranks")  # optional sections added after the first schema
+LATER_SECTIONS = ("data", "resources", "ranks", "reference")  # optional sections added after the first schema
 
 
 def _eval_budget(design: Design) -> float:

@@ -254,6 +254,9 @@ class Design(_Strict):
         description=f"processes per trial, 1 to {MAX_RANKS} (data-parallel ranks launched "
         "through torchrun, gloo on CPU)",
     )
+    reference: str | None = Field(
+        None, min_length=1, description="an earlier experiment whose finished trials are the "
+        "reference band for early warning (default: this design's other seeds of the arm)")
 
     @field_validator("seeds", mode="before")
     @classmethod

@@ -13,6 +13,8 @@
 - factorial designs: full_factorial, fractional_factorial (aliasing), factorial_effects,
   suggest_fractional
 - across tasks: random_effects, fixed_effect, generalization, macro_average
+- curves against reference runs: prediction_band (per-step band for a new run, over looks)
+- one set of items under k conditions (prompt templates): spread_of_means (range, paired)
 - warnings that qualify a result: StatsWarning
 """
 
@@ -23,6 +25,7 @@ from labcoat.stats._aggregates import (
     aggregate_optimality_gap,
     aggregate_probability_of_improvement,
 )
+from labcoat.stats._bands import Band, prediction_band
 from labcoat.stats._bootstrap import interval_estimates, probability_of_improvement
 from labcoat.stats._checks import StatsWarning
 from labcoat.stats._curves import compare_curves, summarize_curves
@@ -73,6 +76,7 @@ from labcoat.stats._sequential import (
     confidence_sequence,
     sequential_plan,
 )
+from labcoat.stats._spread import Spread, spread_of_means
 from labcoat.stats._tests import (
     MannWhitneyResult,
     PermutationResult,
@@ -85,6 +89,7 @@ from labcoat.stats._types import Difference, Interval
 
 __all__ = [
     "Adjusted",
+    "Band",
     "ConfidenceSequence",
     "Difference",
     "FactorialDesign",
@@ -100,6 +105,7 @@ __all__ = [
     "SequentialPlan",
     "SequentialResult",
     "SequentialTest",
+    "Spread",
     "StatsWarning",
     "adjust",
     "aggregate_iqm",
@@ -135,12 +141,14 @@ __all__ = [
     "permutation_test",
     "pilot_variances",
     "power_two_sample",
+    "prediction_band",
     "probability_of_improvement",
     "random_effects",
     "resampled_mean",
     "seeds_needed",
     "seeds_needed_from_pilot",
     "sequential_plan",
+    "spread_of_means",
     "suggest_fractional",
     "summarize_curves",
     "unpaired_difference",

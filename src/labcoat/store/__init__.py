@@ -1,6 +1,7 @@
 """The database: models, migrations, queries. The only code in labcoat that speaks SQL."""
 
 from labcoat.store._db import Store, migrate, open_store
+from labcoat.store._imports import IMPORTED_HASH, record_import
 from labcoat.store._locks import experiment_lock
 from labcoat.store._models import (
     TRIAL_STATUSES,
@@ -29,6 +30,7 @@ from labcoat.store._queries import (
     log_lines,
     metric_points,
     provenance,
+    variant_eval_items,
 )
 from labcoat.store._values import ItemScores, primary_values
 from labcoat.store._write import (
@@ -46,6 +48,7 @@ from labcoat.store._write import (
 )
 
 __all__ = [
+    "IMPORTED_HASH",
     "TRIAL_STATUSES",
     "Alert",
     "Attempt",
@@ -82,9 +85,11 @@ __all__ = [
     "primary_values",
     "provenance",
     "record_provenance",
+    "record_import",
     "open_store",
     "start_attempt",
     "upsert_checkpoints",
     "upsert_eval_items",
     "upsert_metric_points",
+    "variant_eval_items",
 ]

@@ -94,6 +94,24 @@ def final_eval_items(session: Session, trial_ids: Sequence[int]) -> list[EvalIte
     return list(session.scalars(query))
 
 
+def variant_eval_items(session: Session, trial_ids: Sequence[int]) -> list[EvalItem]:
+    """Eval items logged under a variant (e.g. a prompt template), each (trial, variant) at
+    its last step."""
+    last = (
+        select(EvalItem.trial_id, EvalItem.variant, func.max(EvalItem.step).label("step"))
+        .where(EvalItem.trial_id.in_(trial_ids), EvalItem.variant != "")
+        .group_by(EvalItem.trial_id, EvalItem.variant)
+        .subquery()
+    )
+    query = (
+        select(EvalItem)
+        .join(last, (EvalItem.trial_id == last.c.trial_id)
+              & (EvalItem.variant == last.c.variant) & (EvalItem.step == last.c.step))
+        .order_by(EvalItem.trial_id, EvalItem.variant, EvalItem.task, EvalItem.item)
+    )
+    return list(session.scalars(query))
+
+
 def events(
     session: Session,
     trial_ids: Sequence[int],
