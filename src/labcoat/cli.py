@@ -233,11 +233,20 @@ def _strict(value: float) -> float | None:
 
 
 @app.command()
-def report(experiment: ExpArg, as_json: JsonFlag = False) -> None:
+def report(experiment: ExpArg, as_json: JsonFlag = False,
+           html: Annotated[Path | None, typer.Option(
+               "--html", help="also write a self-contained HTML report (plots, opens "
+               "offline) to this file; needs labcoat[ui]")] = None) -> None:
     """Per-arm results with 95% CIs, variant-vs-control differences, and the verdict."""
     from labcoat import report as reports
     from labcoat import store
 
+    if html is not None:  # the HTML report (issue 11): web-ready page, same analysis
+        with _session() as session:
+            size = reports.write_html_report(session, store.find_experiment(session, experiment),
+                                             html)
+        console.print(f"wrote {escape(str(html))} ({size / 1e6:.1f} MB, self-contained)")
+        return
     with _session() as session:
         analysis = reports.analyze(session, store.find_experiment(session, experiment))
     if as_json:

@@ -15,6 +15,7 @@ from labcoat.store._models import (
 )
 from labcoat.store._queries import (
     alerts,
+    checkpoints,
     eval_items,
     events,
     experiment_status,
@@ -24,7 +25,10 @@ from labcoat.store._queries import (
     last_values,
     list_experiments,
     log_lines,
+    metric_buckets,
+    metric_names,
     metric_points,
+    metric_series,
 )
 from labcoat.store._values import ItemScores, primary_values
 from labcoat.store._write import (
@@ -55,6 +59,7 @@ __all__ = [
     "Trial",
     "add_missing_trials",
     "alerts",
+    "checkpoints",
     "end_attempt",
     "eval_items",
     "events",
@@ -69,7 +74,10 @@ __all__ = [
     "list_experiments",
     "log_lines",
     "mark_checkpoints_deleted",
+    "metric_buckets",
+    "metric_names",
     "metric_points",
+    "metric_series",
     "migrate",
     "primary_values",
     "open_store",
