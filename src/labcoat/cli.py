@@ -442,6 +442,23 @@ def demo(
                   f"LABCOAT_HOME={escape(str(home))} labcoat show {summary.experiment}[/]")
 
 
+@app.command()
+def ui(
+    host: Annotated[str, typer.Option(help="interface to listen on; anything but 127.0.0.1 "
+                                      "requires a token")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    token: Annotated[str | None, typer.Option(
+        help="secret every request must carry (generated and printed when --host is not "
+             "loopback)")] = None,
+) -> None:
+    """The local dashboard (read-only): experiments, reports live while trials run, trials,
+    and two experiments compared. Ctrl-C stops it."""
+    from labcoat import web
+
+    web.serve(web.UIConfig(host=host, port=port, token=token),
+              say=lambda line: console.print(escape(line), soft_wrap=True))
+
+
 def _session():
     from labcoat import store
 

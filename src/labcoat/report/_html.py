@@ -91,6 +91,16 @@ def render_html(page: ReportPage, *, plotly_src: str | None = None, refresh: int
     return f"<!DOCTYPE html><html lang='en'><head>{head}</head><body>{back}{body}</body></html>"
 
 
+def figure_html(fig: Any, div_id: str) -> str:
+    """A figure as a div and the inline script that draws it (plotly.js loaded once by the
+    page). Plotly's JSON escapes "</" so no label can close the script."""
+    import plotly.io as pio
+
+    return "<div class='figure'>" + pio.to_html(
+        fig, full_html=False, include_plotlyjs=False, div_id=div_id,
+        config={"displaylogo": False, "responsive": True}) + "</div>"
+
+
 class _Renderer:
     """Builds the body section by section; figures get unique div ids."""
 
@@ -106,12 +116,8 @@ class _Renderer:
         self.count = 0
 
     def plot(self, fig: Any) -> str:
-        import plotly.io as pio
-
         self.count += 1
-        return "<div class='figure'>" + pio.to_html(
-            fig, full_html=False, include_plotlyjs=False, div_id=f"fig{self.count}",
-            config={"displaylogo": False, "responsive": True}) + "</div>"
+        return figure_html(fig, f"fig{self.count}")
 
     def body(self) -> str:
         sections = [("verdicts", "Verdicts", self.verdicts()),

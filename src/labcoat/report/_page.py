@@ -92,3 +92,26 @@ def _timeline(session: Session, experiment: Experiment) -> list[dict[str, Any]]:
                      "severity": alert.severity, "rule": alert.rule, "message": alert.message,
                      "time": datetime.fromtimestamp(when, UTC).isoformat() if when else None})
     return rows
+
+
+def trial_data(session: Session, trial: Any, *, log_lines: int = 200) -> dict[str, Any]:
+    """One trial for the dashboard: identity, attempts, alerts, checkpoints, last log lines."""
+    from labcoat.report._status import _attempt_dict
+
+    attempts = [_attempt_dict(a, prev) for prev, a in
+                zip([None, *trial.attempts], trial.attempts, strict=False)]
+    numbers = {a.id: a.number for a in trial.attempts}
+    lines = store.log_lines(session, [trial.id])[-log_lines:]
+    return {
+        "key": trial.key, "arm": trial.arm, "seed": trial.seed, "scale": trial.scale,
+        "status": trial.status, "params": dict(trial.params or {}),
+        "command_line": shlex.join(trial.command) if trial.command else "",
+        "attempts": len(trial.attempts), "attempt_history": attempts,
+        "alerts": [{"step": a.step, "rule": a.rule, "severity": a.severity,
+                    "message": a.message} for a in store.alerts(session, [trial.id])],
+        "checkpoints": [{"step": c.step, "path": c.path, "bytes": c.bytes,
+                         "verified": c.verified, "deleted": c.deleted}
+                        for c in store.checkpoints(session, [trial.id])],
+        "logs": [f"[attempt {numbers.get(e.attempt_id, '?')} {e.stream}] {e.message}"
+                 for e in lines],
+    }
