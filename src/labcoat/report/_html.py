@@ -430,7 +430,6 @@ def write_html_report(session: Any, experiment: Any, path: Any) -> int:
 
     from labcoat.report._page import report_page
 
-    js = plotly_js()
     target = Path(path)
     if target.is_dir():
         raise LabcoatError(f"--html {target} is a directory; give a file name, e.g. "
@@ -438,8 +437,8 @@ def write_html_report(session: Any, experiment: Any, path: Any) -> int:
     if not target.parent.is_dir():
         raise LabcoatError(f"--html {target}: directory {target.parent} does not exist; "
                            "create it or choose another path")
+    plotly_js()  # inlined by render_html; loaded first so a missing plotly fails fast
     text = render_html(report_page(session, experiment), plotly_src=None)
-    assert js  # inlined by render_html; fetched first so a missing plotly fails fast
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")

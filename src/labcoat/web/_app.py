@@ -56,7 +56,7 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
         with db.session() as s:
             return _pages.experiments_page(_experiment_rows(s, analysis))
 
-    @app.get("/experiments/{name}", response_class=HTMLResponse)
+    @app.get("/experiments/{name:path}", response_class=HTMLResponse)
     def experiment(name: str) -> str:
         with db.session() as s:
             exp = _find(s, name)
@@ -66,10 +66,10 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
                 plotly_src=_pages.PLOTLY_SRC, refresh=refresh, back_href="/",
                 trial_href=lambda key: _pages.trial_href(exp.name, key)))
 
-    @app.get("/experiments/{name}/trials/{key}", response_class=HTMLResponse)
-    def trial(name: str, key: str) -> str:
+    @app.get("/trial", response_class=HTMLResponse)
+    def trial(experiment: str = Query(...), key: str = Query(...)) -> str:
         with db.session() as s:
-            exp = _find(s, name)
+            exp = _find(s, experiment)
             t = _trial(exp, key)
             data = trial_data(s, t)
             curves = report.trial_curves(s, t)
@@ -105,26 +105,26 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
         with db.session() as s:
             return _experiment_rows(s, analysis)
 
-    @app.get("/api/experiments/{name}")
+    @app.get("/api/experiments/{name:path}")
     def api_experiment(name: str) -> dict[str, Any]:
         with db.session() as s:
             exp = _find(s, name)
             return {"experiment": report.experiment_summary(exp),
                     "report": report.analysis_dict(analysis(s, exp))}
 
-    @app.get("/api/experiments/{name}/curves/{metric}")
-    def api_curves(name: str, metric: str,
+    @app.get("/api/curves")
+    def api_curves(experiment: str = Query(...), metric: str = Query(...),
                    buckets: int = Query(200, ge=10, le=5000)) -> dict[str, Any]:
         with db.session() as s:
-            exp = _find(s, name)
+            exp = _find(s, experiment)
             return {"metric": metric, "buckets": buckets,
                     "arms": report.arm_curves(s, exp, metric, buckets=buckets)}
 
-    @app.get("/api/experiments/{name}/trials/{key}")
-    def api_trial(name: str, key: str,
+    @app.get("/api/trial")
+    def api_trial(experiment: str = Query(...), key: str = Query(...),
                   points: int = Query(1000, ge=3, le=1_000_000)) -> dict[str, Any]:
         with db.session() as s:
-            t = _trial(_find(s, name), key)
+            t = _trial(_find(s, experiment), key)
             return {**trial_data(s, t), "curves": report.trial_curves(s, t, points=points)}
 
     return app

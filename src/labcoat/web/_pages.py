@@ -17,7 +17,7 @@ def experiment_href(name: str) -> str:
 
 
 def trial_href(experiment: str, key: str) -> str:
-    return f"{experiment_href(experiment)}/trials/{quote(key, safe='')}"
+    return f"/trial?experiment={quote(experiment, safe='')}&key={quote(key, safe='')}"
 
 
 def document(title: str, body: str, *, plots: bool = False, refresh: int | None = None) -> str:
