@@ -122,7 +122,7 @@ def _arm_trace(fig: go.Figure, arm: ArmResult, palette: dict[str, str]) -> None:
 def curves_plot(metric: str, curves: dict[str, dict[str, Any]],
                 palette: dict[str, str]) -> go.Figure:
     """One metric over steps: per arm, the mean over trials and a band from the lowest to
-    the highest trial (bucket means, see report._curves)."""
+    the highest trial (at the steps report._curves chose)."""
     fig = _figure(f"{metric} over steps: mean over seeds, band = lowest to highest seed")
     for arm, c in curves.items():
         color = palette.get(arm, PALETTE[0])

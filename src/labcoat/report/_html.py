@@ -283,8 +283,9 @@ class _Renderer:
     def curves(self) -> str:
         if not self.page.curves:
             return "<p class='note'>no metric logged yet.</p>"
-        return ("<p class='muted'>line: mean over the arm's trials of each trial's mean in "
-                "200 equal step ranges; band: lowest to highest trial.</p>"
+        return ("<p class='muted'>line: mean over the arm's trials at up to 200 steps (chosen "
+                "by LTTB on its longest trial); band: lowest to highest trial. A trial's page "
+                "shows all its points, thinned by LTTB.</p>"
                 + "".join(self.plot(self.fig.curves_plot(metric, per_arm, self.palette))
                           for metric, per_arm in self.page.curves.items()))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Integer, cast, func, select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, selectinload
 
 from labcoat.errors import LabcoatError
@@ -190,26 +190,37 @@ def checkpoints(session: Session, trial_ids: Sequence[int]) -> list[Checkpoint]:
     return list(session.scalars(query.order_by(Checkpoint.trial_id, Checkpoint.step)))
 
 
-def metric_buckets(session: Session, trial_ids: Sequence[int], name: str, buckets: int
-                   ) -> list[tuple[int, int, float, float | None, float | None, float | None]]:
-    """Metric `name` of these trials averaged in `buckets` equal step ranges, in the database.
 
-    -> rows (trial_id, bucket, mean step, mean, min, max of the finite values; None if a
-    bucket holds only NaN). The step range is shared by every trial, so bucket b means
-    the same steps for each of them. One aggregate query over the (name, trial_id, step)
-    index: a million points never travel to Python.
+def metric_at_steps(session: Session, trial_ids: Sequence[int], name: str,
+                    steps: Sequence[int]) -> list[tuple[int, int, float]]:
+    """(trial_id, step, value) of metric `name` at these steps only, for these trials.
+
+    One seek per (trial, step) in the (name, trial_id, step) index: 100 trials at 200
+    steps read 20,000 points however long the runs are.
     """
-    ids = list(trial_ids)
-    lo, hi = session.execute(select(func.min(MetricPoint.step), func.max(MetricPoint.step))
-                             .where(MetricPoint.name == name, MetricPoint.trial_id.in_(ids))
-                             ).one()
-    if lo is None:
+    if not trial_ids or not steps:
         return []
-    bucket = cast((MetricPoint.step - lo) * buckets / (hi - lo + 1), Integer).label("bucket")
-    query = (select(MetricPoint.trial_id, bucket, func.avg(MetricPoint.step),
-                    func.avg(MetricPoint.value), func.min(MetricPoint.value),
-                    func.max(MetricPoint.value))
-             .where(MetricPoint.name == name, MetricPoint.trial_id.in_(ids))
-             .group_by(MetricPoint.trial_id, bucket)
-             .order_by(MetricPoint.trial_id, bucket))
-    return [tuple(row) for row in session.execute(query)]
+    query = (select(MetricPoint.trial_id, MetricPoint.step, MetricPoint.value)
+             .where(MetricPoint.name == name, MetricPoint.trial_id.in_(list(trial_ids)),
+                    MetricPoint.step.in_([int(s) for s in steps]))
+             .order_by(MetricPoint.trial_id, MetricPoint.step))
+    return [(t, s, v) for t, s, v in session.execute(query)]
+
+
+def final_item_scores(session: Session, trial_ids: Sequence[int]
+                      ) -> list[tuple[int, str, str, float]]:
+    """(trial_id, task, item, score) of `final_eval_items` as plain rows: the report reads
+    tens of thousands of them, and ORM objects cost most of its time."""
+    last = (
+        select(EvalItem.trial_id, func.max(EvalItem.step).label("step"))
+        .where(EvalItem.trial_id.in_(trial_ids), EvalItem.variant == "")
+        .group_by(EvalItem.trial_id)
+        .subquery()
+    )
+    query = (
+        select(EvalItem.trial_id, EvalItem.task, EvalItem.item, EvalItem.score)
+        .join(last, (EvalItem.trial_id == last.c.trial_id) & (EvalItem.step == last.c.step))
+        .where(EvalItem.variant == "")
+        .order_by(EvalItem.trial_id, EvalItem.task, EvalItem.item)
+    )
+    return [(t, task, item, score) for t, task, item, score in session.execute(query)]

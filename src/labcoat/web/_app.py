@@ -114,11 +114,11 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
 
     @app.get("/api/curves")
     def api_curves(experiment: str = Query(...), metric: str = Query(...),
-                   buckets: int = Query(200, ge=10, le=5000)) -> dict[str, Any]:
+                   points: int = Query(200, ge=3, le=100_000)) -> dict[str, Any]:
         with db.session() as s:
             exp = _find(s, experiment)
-            return {"metric": metric, "buckets": buckets,
-                    "arms": report.arm_curves(s, exp, metric, buckets=buckets)}
+            return {"metric": metric, "points": points,
+                    "arms": report.arm_curves(s, exp, metric, points=points)}
 
     @app.get("/api/trial")
     def api_trial(experiment: str = Query(...), key: str = Query(...),
