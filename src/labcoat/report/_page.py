@@ -38,12 +38,12 @@ class ReportPage:
 
 
 def report_page(session: Session, experiment: Experiment, *,
-                analysis: Analysis | None = None) -> ReportPage:
-    """The page's data; `analysis` when the caller has it already (the dashboard's cache)."""
+                analysis: Analysis | None = None,
+                curves: dict[str, dict[str, dict[str, Any]]] | None = None) -> ReportPage:
+    """The page's data; `analysis` and `curves` when the caller has them already (the
+    dashboard computes them side by side)."""
     analysis = analysis or analyze(session, experiment)
-    trial_ids = [t.id for t in experiment.trials]
-    curves = {name: arm_curves(session, experiment, name)
-              for name in store.metric_names(session, trial_ids)}
+    curves = page_curves(session, experiment) if curves is None else curves
     return ReportPage(
         analysis=analysis, experiment=experiment_summary(experiment),
         design_yaml=experiment.design_yaml or "",
@@ -51,6 +51,13 @@ def report_page(session: Session, experiment: Experiment, *,
         curves=curves, trials=_trials(experiment), timeline=_timeline(session, experiment),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
+
+
+def page_curves(session: Session, experiment: Experiment
+                ) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every logged metric's per-arm curves (report._curves.arm_curves)."""
+    return {name: arm_curves(session, experiment, name)
+            for name in store.metric_names(session, [t.id for t in experiment.trials])}
 
 
 def review_findings(design_yaml: str) -> list[Finding]:

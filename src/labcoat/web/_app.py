@@ -4,6 +4,7 @@ SQL); pages are built by report (the experiment's report, figures) and web._page
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
@@ -61,10 +62,18 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
         with db.session() as s:
             exp = _find(s, name)
             refresh = live(exp)
-            return pages.get("page", exp, lambda: report.render_html(
-                report.report_page(s, exp, analysis=analysis(s, exp)),
-                plotly_src=_pages.PLOTLY_SRC, refresh=refresh, back_href="/",
-                trial_href=lambda key: _pages.trial_href(exp.name, key)))
+
+            def build() -> str:
+                # curves (SQLite, which releases the GIL) beside the analysis (numpy)
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    curves = pool.submit(_curves_apart, db, exp.name)
+                    a = analysis(s, exp)
+                    page = report.report_page(s, exp, analysis=a, curves=curves.result())
+                return report.render_html(
+                    page, plotly_src=_pages.PLOTLY_SRC, refresh=refresh, back_href="/",
+                    trial_href=lambda key: _pages.trial_href(exp.name, key))
+
+            return pages.get("page", exp, build)
 
     @app.get("/trial", response_class=HTMLResponse)
     def trial(experiment: str = Query(...), key: str = Query(...)) -> str:
@@ -128,6 +137,14 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
             return {**trial_data(s, t), "curves": report.trial_curves(s, t, points=points)}
 
     return app
+
+
+def _curves_apart(db: store.Store, name: str) -> dict[str, Any]:
+    """report_page's curves in a session of their own (sessions are not shared by threads)."""
+    from labcoat.report._page import page_curves
+
+    with db.session() as s:
+        return page_curves(s, store.find_experiment(s, name))
 
 
 def _find(s: Session, name: str) -> Experiment:
