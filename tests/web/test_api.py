@@ -4,6 +4,7 @@ against the report and brute force, read-only, token, host check, escaping."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -173,7 +174,17 @@ def test_the_experiment_page_is_live_while_trials_run(home: Path, tmp_path: Path
         run.wait()
 
 
-def test_ui_flags_end_in_one_message(home: Path) -> None:
+def test_ui_flags_and_missing_extra_end_in_one_message(home: Path, tmp_path: Path,
+                                                       monkeypatch) -> None:
     result = cli("ui", "--port", "70000")
     assert result.returncode == 2 and "--port 70000 is not a TCP port" in result.stderr
     assert "Traceback" not in result.stderr
+    blocker = tmp_path / "blocker" / "fastapi"  # an environment without the ui extra
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text(
+        "raise ModuleNotFoundError('No module named fastapi', name='fastapi')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(blocker.parent),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    result = cli("ui", "--port", "0")
+    assert result.returncode == 2 and "pip install 'labcoat[ui]'" in result.stderr
+    assert "fastapi is not installed" in result.stderr and "Traceback" not in result.stderr

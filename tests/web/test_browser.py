@@ -116,3 +116,36 @@ def test_a_script_in_a_name_is_shown_as_text_never_run(browser, server) -> None:
     assert f"printed {XSS}" in page.inner_text("#logs")
     assert dialogs == []
     page.close()
+
+
+def test_the_html_report_renders_offline_and_prints(browser, ui_home: Path,
+                                                    monkeypatch) -> None:
+    from labcoat import report, store
+
+    monkeypatch.setenv("LABCOAT_HOME", str(ui_home))
+    out = ARTIFACTS / "report-demo.html"
+    ARTIFACTS.mkdir(exist_ok=True)
+    db = store.open_store()
+    with db.session() as session:
+        report.write_html_report(session, store.find_experiment(session, "demo"), out)
+    db.close()
+    context = browser.new_context()
+    requests: list[str] = []
+
+    def offline(route) -> None:  # no network: anything but the file itself fails
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            requests.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", offline)
+    page = context.new_page()
+    page.goto(out.as_uri())
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() >= 5 and requests == []
+    assert page.locator("[data-verdict='supported']").count() == 1
+    page.emulate_media(media="print")
+    assert not page.locator("nav").is_visible()
+    page.pdf(path=str(ARTIFACTS / "report-demo.pdf"))
+    context.close()
