@@ -77,6 +77,7 @@ def test_dashboard_opens_an_experiment_with_its_verdict_and_plots(browser, serve
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(server + "/")
     assert page.locator("#experiments").is_visible()
     shot(page, "dashboard")

@@ -83,6 +83,7 @@ def render_html(page: ReportPage, *, plotly_src: str | None = None, refresh: int
     renderer = _Renderer(page, trial_href)
     body = renderer.body()
     head = (f"<meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
+            "<link rel='icon' href='data:,'>"  # no favicon request (offline, no 404)
             f"<title>labcoat report: {escape(page.experiment['name'])}</title>"
             + (f"<meta http-equiv='refresh' content='{int(refresh)}'>" if refresh else "")
             + f"<style>{CSS}</style>{js}")

@@ -21,7 +21,8 @@ def trial_href(experiment: str, key: str) -> str:
 
 
 def document(title: str, body: str, *, plots: bool = False, refresh: int | None = None) -> str:
-    head = (f"<meta charset='utf-8'><title>{escape(title)}</title><style>{CSS}</style>"
+    head = (f"<meta charset='utf-8'><link rel='icon' href='data:,'><title>{escape(title)}"
+            f"</title><style>{CSS}</style>"
             + (f"<script src='{PLOTLY_SRC}'></script>" if plots else "")
             + (f"<meta http-equiv='refresh' content='{int(refresh)}'>" if refresh else ""))
     return f"<!DOCTYPE html><html lang='en'><head>{head}</head><body>{body}</body></html>"

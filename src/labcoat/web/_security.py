@@ -22,9 +22,9 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
     # Plotly draws from inline scripts; everything else must come from this server.
-    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline' "
-                               "'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' "
-                               "data: blob:; connect-src 'self'; frame-ancestors 'none'",
+    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+                               "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+                               "connect-src 'self'; frame-ancestors 'none'",
 }
 
 
