@@ -138,6 +138,23 @@ def curves_plot(metric: str, curves: dict[str, dict[str, Any]],
     return fig
 
 
+def overlay_plot(metric: str, runs: list[tuple[str, dict[str, dict[str, Any]]]]
+                 ) -> go.Figure:
+    """Several experiments' per-arm mean curves of one metric on one plot: runs are
+    (experiment name, arm_curves); the first experiment solid, the next dashed."""
+    fig = _figure(f"{metric}: mean over seeds per arm")
+    color = 0
+    for (name, per_arm), dash in zip(runs, ("solid", "dash", "dot", "dashdot"), strict=False):
+        for arm, c in per_arm.items():
+            fig.add_trace(go.Scatter(x=c["step"], y=c["mean"], mode="lines",
+                                     name=escape(f"{name}: {arm} (n={c['trials']})"),
+                                     line={"color": PALETTE[color % len(PALETTE)],
+                                           "dash": dash}))
+            color += 1
+    fig.update_xaxes(title="step")
+    return fig
+
+
 def trial_curve_plot(metric: str, curve: dict[str, list[Any]]) -> go.Figure:
     fig = _figure(f"{metric} (LTTB, {len(curve['step'])} points)")
     fig.add_trace(go.Scatter(x=curve["step"], y=curve["value"], mode="lines",

@@ -14,9 +14,6 @@ from sqlalchemy.orm import Session
 
 from labcoat import report, store
 from labcoat.errors import LabcoatError
-from labcoat.report._figures import PALETTE, _figure, trial_curve_plot
-from labcoat.report._html import figure_html
-from labcoat.report._page import trial_data
 from labcoat.store import Experiment, Trial
 from labcoat.web import _pages
 from labcoat.web._cache import PageCache
@@ -80,9 +77,9 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
         with db.session() as s:
             exp = _find(s, experiment)
             t = _trial(exp, key)
-            data = trial_data(s, t)
+            data = report.trial_data(s, t)
             curves = report.trial_curves(s, t)
-            plots = [figure_html(trial_curve_plot(metric, c), f"fig{i}")
+            plots = [report.figure_html(report.trial_curve_plot(metric, c), f"fig{i}")
                      for i, (metric, c) in enumerate(curves.items())]
             refresh = config.refresh if t.status == "running" else None
             return _pages.trial_page(exp.name, data, plots, data["checkpoints"], data["logs"],
@@ -99,7 +96,9 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
                 curves = [pages.get(f"curves:{metric}", exp,
                                     lambda e=exp, m=metric: report.arm_curves(s, e, m))
                           for exp in exps]
-                plots.append(figure_html(_overlay(metric, exps, curves), f"cmp{i}"))
+                plots.append(report.figure_html(report.overlay_plot(
+                    metric, [(e.name, c) for e, c in zip(exps, curves, strict=True)]),
+                    f"cmp{i}"))
             return _pages.compare_page(sides, plots)
 
     @app.get("/static/plotly.min.js")
@@ -134,17 +133,15 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
                   points: int = Query(1000, ge=3, le=1_000_000)) -> dict[str, Any]:
         with db.session() as s:
             t = _trial(_find(s, experiment), key)
-            return {**trial_data(s, t), "curves": report.trial_curves(s, t, points=points)}
+            return {**report.trial_data(s, t), "curves": report.trial_curves(s, t, points=points)}
 
     return app
 
 
 def _curves_apart(db: store.Store, name: str) -> dict[str, Any]:
     """report_page's curves in a session of their own (sessions are not shared by threads)."""
-    from labcoat.report._page import page_curves
-
     with db.session() as s:
-        return page_curves(s, store.find_experiment(s, name))
+        return report.page_curves(s, store.find_experiment(s, name))
 
 
 def _find(s: Session, name: str) -> Experiment:
@@ -181,24 +178,6 @@ def _side(exp: Experiment, a: report.Analysis) -> dict[str, Any]:
             "metric": first.hypothesis.metric if first else "-"}
 
 
-def _overlay(metric: str, exps: list[Experiment], curves: list[dict[str, Any]]) -> Any:
-    from html import escape
-
-    import plotly.graph_objects as go
-
-    fig = _figure(f"{metric}: mean over seeds per arm")
-    color = 0
-    for exp, per_arm, dash in zip(exps, curves, ("solid", "dash"), strict=True):
-        for arm, c in per_arm.items():
-            fig.add_trace(go.Scatter(x=c["step"], y=c["mean"], mode="lines",
-                                     name=escape(f"{exp.name}: {arm} (n={c['trials']})"),
-                                     line={"color": PALETTE[color % len(PALETTE)],
-                                           "dash": dash}))
-            color += 1
-    fig.update_xaxes(title="step")
-    return fig
-
-
 @cache
 def _plotly_js() -> str:
-    return report._html.plotly_js()
+    return report.plotly_js()
