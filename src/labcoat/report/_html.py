@@ -292,6 +292,8 @@ class _Renderer:
 
     def scaling(self) -> str:
         data = self.a.scales
+        if not self.page.design_yaml:
+            return "<p class='note'>ad-hoc experiment: no design, so no scales to fit.</p>"
         if not data:
             return "<p class='note'>no scales in this design: no scaling law to fit.</p>"
         var, metric = str(data.get("variable") or "-"), str(data.get("metric") or "-")
