@@ -22,8 +22,10 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
            "#e377c2", "#7f7f7f", "#bcbd22")
 SEVERITY_COLOR = {"critical": "#7f0000", "error": "#d62728", "warning": "#ff7f0e"}
 LAYOUT = {"template": "plotly_white", "font": {"family": "system-ui, sans-serif", "size": 12},
-          "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 360,
-          "legend": {"orientation": "h", "y": -0.2}}
+          "margin": {"l": 60, "r": 20, "t": 80, "b": 50}, "height": 380,
+          # legend above the plot: below it, it would cover the x-axis title
+          "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1,
+                     "xanchor": "right"}}
 
 
 def colors(arms: list[str]) -> dict[str, str]:
