@@ -49,3 +49,96 @@ parallelism: {parallelism}
         encoding="utf-8",
     )
     return path
+
+
+XSS = "<script>alert(1)</script>"  # a name that must reach every page escaped
+
+
+def stored_experiment(name: str, design_yaml: str, trials: list[dict]) -> None:
+    """Write an experiment straight into the store at $LABCOAT_HOME, as ingestion would
+    leave it, without running processes (fast, and names no design file allows).
+
+    trials: {"key", "arm", "seed", "params", "status", "metrics": {name: [(step, value)]},
+    "items": {task: {item: score}} (at the last step), "alerts": [(step, rule, severity,
+    message)], "logs": [line], "command": [argv]}.
+    """
+    import time
+
+    from labcoat import store
+
+    db = store.open_store()
+    with db.session() as session:
+        exp = store.Experiment(name=name, design_yaml=design_yaml, design_hash="0" * 64)
+        session.add(exp)
+        session.flush()
+        for spec in trials:
+            trial = store.Trial(key=spec["key"], arm=spec["arm"], seed=spec.get("seed", 0),
+                                params=spec.get("params", {}), command=spec.get("command"),
+                                status="pending", scale=spec.get("scale"))
+            exp.trials.append(trial)
+            session.flush()
+            if spec.get("status", "done") == "pending":
+                continue
+            attempt = store.start_attempt(session, trial, run_dir="/nonexistent", host="test")
+            last = 0
+            rows = []
+            for metric, points in spec.get("metrics", {}).items():
+                rows += [{"trial_id": trial.id, "attempt_id": attempt.id, "name": metric,
+                          "step": s, "value": v, "time": None} for s, v in points]
+                last = max([last] + [s for s, _ in points])
+            store.upsert_metric_points(session, rows)
+            store.upsert_eval_items(session, [
+                {"trial_id": trial.id, "attempt_id": attempt.id, "step": last, "task": task,
+                 "item": item, "variant": "", "score": score}
+                for task, scores in spec.get("items", {}).items()
+                for item, score in scores.items()])
+            store.insert_alerts(session, [
+                {"trial_id": trial.id, "attempt_id": attempt.id, "seq": i, "step": step,
+                 "rule": rule, "severity": severity, "message": message, "evidence": None,
+                 "time": time.time()}
+                for i, (step, rule, severity, message) in enumerate(spec.get("alerts", []))])
+            store.insert_events(session, [
+                {"trial_id": trial.id, "attempt_id": attempt.id, "stream": "stdout", "seq": i,
+                 "level": "info", "kind": "log", "message": line, "time": time.time()}
+                for i, line in enumerate(spec.get("logs", []))])
+            attempt.last_step = last
+            status = spec.get("status", "done")
+            if status != "running":
+                store.end_attempt(session, attempt, exit_code=0 if status == "done" else 1,
+                                  cause="exit 0" if status == "done" else "exit 1",
+                                  trial_status=status)
+        session.commit()
+    db.close()
+
+
+def xss_experiment() -> str:
+    """An experiment whose name, claim, arm, trial, task, metric, alert and log line are
+    all XSS: the HTML report and the dashboard must show them as text."""
+    design = f"""name: xss
+hypothesis:
+  claim: "{XSS}"
+  metric: exact_match
+  source: items
+  direction: increase
+command: "python train.py --seed {{seed}} --q {{q}}"
+params: {{q: 0.3}}
+arms:
+  base: {{control: true}}
+  better: {{params: {{q: 0.8}}}}
+seeds: 2
+"""
+    trials = []
+    for arm, quality in (("base", 0.3), ("better", 0.8)):
+        for seed in range(3):
+            trials.append({
+                "key": f"{arm}-s{seed}-{XSS}", "arm": arm, "seed": seed,
+                "params": {"q": quality, XSS: XSS}, "command": ["python", "train.py", XSS],
+                "metrics": {"loss": [(s, 1.0 / s + 0.01 * seed) for s in range(1, 21)],
+                            XSS: [(s, float(s)) for s in range(1, 21)]},
+                "items": {task: {f"{task}-{i}": float((i * 7 + seed) % 10 < 10 * quality)
+                                 for i in range(20)} for task in ("alpha", XSS)},
+                "alerts": [(5, f"rule.{XSS}", "error", f"message {XSS}")],
+                "logs": [f"printed {XSS}"]})
+    trials.append({"key": XSS, "arm": XSS, "seed": 9, "status": "pending"})
+    stored_experiment(XSS, design, trials)
+    return XSS

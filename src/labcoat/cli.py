@@ -264,11 +264,20 @@ def _strict(value: float) -> float | None:
 
 
 @app.command()
-def report(experiment: ExpArg, as_json: JsonFlag = False) -> None:
+def report(experiment: ExpArg, as_json: JsonFlag = False,
+           html: Annotated[Path | None, typer.Option(
+               "--html", help="also write a self-contained HTML report (plots, opens "
+               "offline) to this file; needs labcoat[ui]")] = None) -> None:
     """Per-arm results with 95% CIs, variant-vs-control differences, and the verdict."""
     from labcoat import report as reports
     from labcoat import store
 
+    if html is not None:  # the HTML report (issue 11): web-ready page, same analysis
+        with _session() as session:
+            size = reports.write_html_report(session, store.find_experiment(session, experiment),
+                                             html)
+        console.print(f"wrote {escape(str(html))} ({size / 1e6:.1f} MB, self-contained)")
+        return
     with _session() as session:
         analysis = reports.analyze(session, store.find_experiment(session, experiment))
     if as_json:
@@ -574,6 +583,23 @@ def replay(
         _print_json(result.as_dict())
     else:
         reports.print_replay(result, console)
+
+
+@app.command()
+def ui(
+    host: Annotated[str, typer.Option(help="interface to listen on; anything but 127.0.0.1 "
+                                      "requires a token")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    token: Annotated[str | None, typer.Option(
+        help="secret every request must carry (generated and printed when --host is not "
+             "loopback)")] = None,
+) -> None:
+    """The local dashboard (read-only): experiments, reports live while trials run, trials,
+    and two experiments compared. Ctrl-C stops it."""
+    from labcoat import web
+
+    web.serve(web.UIConfig(host=host, port=port, token=token),
+              say=lambda line: console.print(escape(line), soft_wrap=True))
 
 
 def _session():

@@ -71,7 +71,8 @@ def test_report_fits_the_scales_and_backtests(home: Path, tmp_path: Path) -> Non
     assert plot[-1].split() == ["16", "1.02e+03"]  # to 4x the largest scale
     assert sum(line.count("o") for line in plot) >= len(widths)
     text = " ".join(cli("report", "scaled", check=True).stdout.split())
-    for expected in ("o trials, * fit, : 95% band", "Scaling (loss against width)", "loss = E + A / width^alpha",
+    for expected in ("o trials, * fit, : 95% band", "Scaling (loss against width)",
+                     "loss = E + A / width^alpha",
                      "backtest (leave-largest-out)", "coverage 100% of 2 held-out point"):
         assert expected in text, expected
 

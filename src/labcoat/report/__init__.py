@@ -14,10 +14,21 @@ if TYPE_CHECKING:
         HypothesisResult,
         analyze,
     )
+    from labcoat.report._curves import arm_curves, trial_curves
     from labcoat.report._diagnosis import diagnosis_entry, print_diagnoses, print_templates
     from labcoat.report._evals import stored_item_scores
+    from labcoat.report._figures import overlay_plot, trial_curve_plot
     from labcoat.report._files import file_comparison_dict, print_file_comparison
+    from labcoat.report._html import figure_html, plotly_js, render_html, write_html_report
     from labcoat.report._logs import LogLine, lines_json, print_lines, select_lines
+    from labcoat.report._lttb import downsample, lttb
+    from labcoat.report._page import (
+        ReportPage,
+        page_curves,
+        report_page,
+        review_findings,
+        trial_data,
+    )
     from labcoat.report._reproduce import print_provenance, print_replay, print_rerun
     from labcoat.report._review import plan_dict, print_findings, print_plan
     from labcoat.report._status import (
@@ -34,9 +45,14 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_analysis": ("Analysis", "ArmResult", "Comparison", "HypothesisResult", "analyze"),
     "_diagnosis": ("diagnosis_entry", "print_diagnoses", "print_templates"),
     "_evals": ("stored_item_scores",),
+    "_curves": ("arm_curves", "trial_curves"),
     "_files": ("file_comparison_dict", "print_file_comparison"),
+    "_figures": ("overlay_plot", "trial_curve_plot"),
+    "_html": ("figure_html", "plotly_js", "render_html", "write_html_report"),
+    "_lttb": ("downsample", "lttb"),
     "_logs": ("LogLine", "lines_json", "print_lines", "select_lines"),
     "_reproduce": ("print_provenance", "print_replay", "print_rerun"),
+    "_page": ("ReportPage", "page_curves", "report_page", "review_findings", "trial_data"),
     "_review": ("plan_dict", "print_findings", "print_plan"),
     "_status": ("experiment_summary", "goodput_line", "print_status", "status_data"),
     "_terminal": ("analysis_dict", "print_report"),

@@ -155,7 +155,9 @@ def _arm_fit(arm: str, points: list[tuple[float, float]], variable: str, metric:
         return row
     f = fit(N=x, loss=y, form="power", bootstrap=REPORT_BOOTSTRAP, seed=0, warn=False)
     row["fit"] = fit_summary(f)
-    row["plot"] = _plot(f, x, y)
+    row["band"] = _band(f, x, y)
+    row["plot"] = loglog_plot(x, y, *(np.array(row["band"][k]) for k in ("grid", "fit", "low",
+                                                                          "high")))
     row["warnings"] += [str(w) for w in f.warnings]
     if len(levels) >= MIN_SCALES_BACKTEST:
         bt, note, found = run_backtest(x, None, y, form="power", bootstrap=REPORT_BOOTSTRAP,
@@ -171,13 +173,17 @@ def _arm_fit(arm: str, points: list[tuple[float, float]], variable: str, metric:
     return row
 
 
-def _plot(f: ScalingFit, x: np.ndarray, y: np.ndarray) -> list[str]:
-    """The points, the fit and its 95% prediction band, extrapolated to 4x the largest scale."""
+def _band(f: ScalingFit, x: np.ndarray, y: np.ndarray) -> dict[str, list[float]]:
+    """The points, the fit and its 95% prediction band on a grid extrapolated to 4x the
+    largest scale (the text plot and the HTML report draw the same numbers)."""
     grid = np.geomspace(x.min(), 4 * x.max(), 60)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScalingWarning)  # the plot's own extrapolation
         curve, low, high = f.predict_interval(grid)
-    return loglog_plot(x, y, grid, curve, low, high)
+    return {"x": x.tolist(), "y": y.tolist(), "grid": grid.tolist(),
+            "fit": np.asarray(curve, dtype=float).tolist(),
+            "low": np.asarray(low, dtype=float).tolist(),
+            "high": np.asarray(high, dtype=float).tolist()}
 
 
 # --- printing ---------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def replay_trial(ref: str, *, start: int, end: int, probes: list[str] | None = N
             experiment, trial = find_trial(session, ref, "replay")
             provenance, notes = trial_provenance(session, trial, ref)
             metrics = recorded_metrics(session, trial)
-            kept = [(c.step, c.path) for c in store.checkpoints(session, trial)
+            kept = [(c.step, c.path) for c in store.verified_checkpoints(session, trial)
                     if (Path(c.path) / "manifest.json").is_file()]
     finally:
         db.close()

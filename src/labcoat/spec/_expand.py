@@ -122,7 +122,8 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-LATER_SECTIONS = ("data", "resources", "ranks", "reference")  # optional sections added after the first schema
+# Optional sections added after the first schema: left out of the hash when absent.
+LATER_SECTIONS = ("data", "resources", "ranks", "reference")
 
 
 def _eval_budget(design: Design) -> float:

@@ -28,9 +28,13 @@ from labcoat.store._queries import (
     last_values,
     list_experiments,
     log_lines,
+    metric_at_steps,
+    metric_names,
     metric_points,
+    metric_series,
     provenance,
     variant_eval_items,
+    verified_checkpoints,
 )
 from labcoat.store._values import ItemScores, primary_values
 from labcoat.store._write import (
@@ -80,10 +84,14 @@ __all__ = [
     "list_experiments",
     "log_lines",
     "mark_checkpoints_deleted",
+    "metric_at_steps",
+    "metric_names",
     "metric_points",
+    "metric_series",
     "migrate",
     "primary_values",
     "provenance",
+    "verified_checkpoints",
     "record_provenance",
     "record_import",
     "open_store",

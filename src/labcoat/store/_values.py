@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from sqlalchemy.orm import Session
 
 from labcoat.store._models import Trial
-from labcoat.store._queries import final_eval_items, last_values
+from labcoat.store._queries import final_item_scores, last_values
 
 ItemScores = dict[int, dict[str, dict[str, float]]]  # trial id -> task -> item -> score
 
@@ -20,8 +20,8 @@ def primary_values(session: Session, trials: Sequence[Trial], *, source: str, me
     per-item scores of every trial that logged any."""
     ids = [t.id for t in trials]
     items: ItemScores = defaultdict(lambda: defaultdict(dict))
-    for row in final_eval_items(session, ids):
-        items[row.trial_id][row.task][row.item] = row.score
+    for trial_id, task, item, score in final_item_scores(session, ids):
+        items[trial_id][task][item] = score
     if source == "items":
         values = {tid: _mean([_mean(list(s.values())) for s in per_task.values()])
                   for tid, per_task in items.items()}

@@ -1,0 +1,183 @@
+"""The dashboard's routes. Every one is a GET that reads the store (only `store` speaks
+SQL); pages are built by report (the experiment's report, figures) and web._pages."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy.orm import Session
+
+from labcoat import report, store
+from labcoat.errors import LabcoatError
+from labcoat.store import Experiment, Trial
+from labcoat.web import _pages
+from labcoat.web._cache import PageCache
+from labcoat.web._config import UIConfig
+from labcoat.web._security import Guard
+
+
+class NotFound(LabcoatError):
+    """An experiment or trial the store does not have (HTTP 404)."""
+
+
+def create_app(config: UIConfig | None = None) -> FastAPI:
+    """The app over the store at config.database (default: LABCOAT_DB / LABCOAT_HOME)."""
+    config = config or UIConfig()
+    db = store.open_store(config.database)
+    pages = PageCache()
+    app = FastAPI(title="labcoat", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(Guard, config=config)
+    app.state.store = db
+    app.state.config = config
+
+    def analysis(s: Session, exp: Experiment) -> report.Analysis:
+        return pages.get("analysis", exp, lambda: report.analyze(s, exp))
+
+    def live(exp: Experiment) -> int | None:
+        return config.refresh if store.experiment_status(exp) in ("running", "pending") \
+            and any(t.status == "running" for t in exp.trials) else None
+
+    @app.exception_handler(LabcoatError)
+    async def not_found(request: Request, e: LabcoatError) -> Response:
+        status = 404 if isinstance(e, NotFound) or "no experiment named" in str(e) else 400
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": str(e)}, status_code=status)
+        return HTMLResponse(_pages.error_page(status, str(e)), status_code=status)
+
+    @app.get("/", response_class=HTMLResponse)
+    def experiments() -> str:
+        with db.session() as s:
+            return _pages.experiments_page(_experiment_rows(s, analysis))
+
+    @app.get("/experiments/{name:path}", response_class=HTMLResponse)
+    def experiment(name: str) -> str:
+        with db.session() as s:
+            exp = _find(s, name)
+            refresh = live(exp)
+
+            def build() -> str:
+                # curves (SQLite, which releases the GIL) beside the analysis (numpy)
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    curves = pool.submit(_curves_apart, db, exp.name)
+                    a = analysis(s, exp)
+                    page = report.report_page(s, exp, analysis=a, curves=curves.result())
+                return report.render_html(
+                    page, plotly_src=_pages.PLOTLY_SRC, refresh=refresh, back_href="/",
+                    trial_href=lambda key: _pages.trial_href(exp.name, key))
+
+            return pages.get("page", exp, build)
+
+    @app.get("/trial", response_class=HTMLResponse)
+    def trial(experiment: str = Query(...), key: str = Query(...)) -> str:
+        with db.session() as s:
+            exp = _find(s, experiment)
+            t = _trial(exp, key)
+            data = report.trial_data(s, t)
+            curves = report.trial_curves(s, t)
+            plots = [report.figure_html(report.trial_curve_plot(metric, c), f"fig{i}")
+                     for i, (metric, c) in enumerate(curves.items())]
+            refresh = config.refresh if t.status == "running" else None
+            return _pages.trial_page(exp.name, data, plots, data["checkpoints"], data["logs"],
+                                     refresh)
+
+    @app.get("/compare", response_class=HTMLResponse)
+    def compare(a: str = Query(...), b: str = Query(...)) -> str:
+        with db.session() as s:
+            exps = [_find(s, a), _find(s, b)]
+            sides = [_side(exp, analysis(s, exp)) for exp in exps]
+            names = [store.metric_names(s, [t.id for t in exp.trials]) for exp in exps]
+            plots = []
+            for i, metric in enumerate(m for m in names[0] if m in names[1]):
+                curves = [pages.get(f"curves:{metric}", exp,
+                                    lambda e=exp, m=metric: report.arm_curves(s, e, m))
+                          for exp in exps]
+                plots.append(report.figure_html(report.overlay_plot(
+                    metric, [(e.name, c) for e, c in zip(exps, curves, strict=True)]),
+                    f"cmp{i}"))
+            return _pages.compare_page(sides, plots)
+
+    @app.get("/static/plotly.min.js")
+    def plotly_bundle() -> Response:
+        return Response(_plotly_js(), media_type="application/javascript",
+                        headers={"Cache-Control": "public, max-age=86400"})
+
+    # --- JSON ---------------------------------------------------------------------------
+
+    @app.get("/api/experiments")
+    def api_experiments() -> list[dict[str, Any]]:
+        with db.session() as s:
+            return _experiment_rows(s, analysis)
+
+    @app.get("/api/experiments/{name:path}")
+    def api_experiment(name: str) -> dict[str, Any]:
+        with db.session() as s:
+            exp = _find(s, name)
+            return {"experiment": report.experiment_summary(exp),
+                    "report": report.analysis_dict(analysis(s, exp))}
+
+    @app.get("/api/curves")
+    def api_curves(experiment: str = Query(...), metric: str = Query(...),
+                   points: int = Query(200, ge=3, le=100_000)) -> dict[str, Any]:
+        with db.session() as s:
+            exp = _find(s, experiment)
+            return {"metric": metric, "points": points,
+                    "arms": report.arm_curves(s, exp, metric, points=points)}
+
+    @app.get("/api/trial")
+    def api_trial(experiment: str = Query(...), key: str = Query(...),
+                  points: int = Query(1000, ge=3, le=1_000_000)) -> dict[str, Any]:
+        with db.session() as s:
+            t = _trial(_find(s, experiment), key)
+            return {**report.trial_data(s, t), "curves": report.trial_curves(s, t, points=points)}
+
+    return app
+
+
+def _curves_apart(db: store.Store, name: str) -> dict[str, Any]:
+    """report_page's curves in a session of their own (sessions are not shared by threads)."""
+    with db.session() as s:
+        return report.page_curves(s, store.find_experiment(s, name))
+
+
+def _find(s: Session, name: str) -> Experiment:
+    return store.find_experiment(s, name)
+
+
+def _trial(exp: Experiment, key: str) -> Trial:
+    for t in exp.trials:
+        if t.key == key:
+            return t
+    raise NotFound(f"experiment {exp.name!r} has no trial {key!r} (trials: "
+                   f"{', '.join(t.key for t in exp.trials[:10])})")
+
+
+def _verdicts(a: report.Analysis) -> list[dict[str, str]]:
+    return [{"hypothesis": r.hypothesis.id or "H1", "variant": c.variant, "control": c.control,
+             "verdict": c.verdict} for r in a.results for c in r.comparisons]
+
+
+def _experiment_rows(s: Session, analysis: Any) -> list[dict[str, Any]]:
+    return [{**report.experiment_summary(e), "verdicts": _verdicts(analysis(s, e))}
+            for e in store.list_experiments(s)]
+
+
+def _side(exp: Experiment, a: report.Analysis) -> dict[str, Any]:
+    first = a.results[0] if a.results else None
+    arms = []
+    for arm in first.arms if first else []:
+        i = arm.overall
+        text = "-" if i is None else (f"{i.point:.3f} (1 seed)" if not math.isfinite(i.low)
+                                      else f"{i.point:.3f} [{i.low:.3f}, {i.high:.3f}]")
+        arms.append((arm.arm, text))
+    return {"name": exp.name, "status": a.status, "verdicts": _verdicts(a), "arms": arms,
+            "metric": first.hypothesis.metric if first else "-"}
+
+
+@cache
+def _plotly_js() -> str:
+    return report.plotly_js()
