@@ -20,7 +20,8 @@ from labcoat.errors import LabcoatError
 from labcoat.report._analysis import AGGREGATES, MACRO, Comparison, HypothesisResult
 from labcoat.report._page import ReportPage
 from labcoat.report._status import goodput_line
-from labcoat.stats import Adjusted, Difference, Interval
+from labcoat.report._terminal import _interval  # one wording of an interval in both reports
+from labcoat.stats import Adjusted, Difference
 
 INSTALL_HINT = "pip install 'labcoat[ui]'"
 
@@ -393,14 +394,6 @@ def _backtest_table(bt: dict[str, Any], variable: str) -> str:
             f"|error| {100 * bt['mean_abs_error']:.2g}%</caption><tr><th>{escape(variable)}</th>"
             f"<th>observed</th><th>predicted</th><th>95% PI</th><th>in PI</th></tr>{rows}"
             "</table>")
-
-
-def _interval(i: Interval | None) -> str:
-    if i is None:
-        return "-"
-    if not math.isfinite(i.low):
-        return f"{i.point:.3f} (1 seed: no CI)"
-    return f"{i.point:.3f} [{i.low:.3f}, {i.high:.3f}]"
 
 
 def _diff_estimate(seeds: Any, items: Any) -> str:

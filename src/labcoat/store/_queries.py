@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, selectinload
@@ -88,19 +89,22 @@ def eval_items(session: Session, trial_ids: Sequence[int]) -> list[EvalItem]:
 
 def final_eval_items(session: Session, trial_ids: Sequence[int]) -> list[EvalItem]:
     """Each trial's eval items at its last eval step (the step the verdict is judged on)."""
+    return list(session.scalars(_at_final_step(select(EvalItem), trial_ids)))
+
+
+def _at_final_step(query: Any, trial_ids: Sequence[int]) -> Any:
+    """`query` over eval_item narrowed to each trial's last eval step (default variant)."""
     last = (
         select(EvalItem.trial_id, func.max(EvalItem.step).label("step"))
         .where(EvalItem.trial_id.in_(trial_ids), EvalItem.variant == "")
         .group_by(EvalItem.trial_id)
         .subquery()
     )
-    query = (
-        select(EvalItem)
-        .join(last, (EvalItem.trial_id == last.c.trial_id) & (EvalItem.step == last.c.step))
+    return (
+        query.join(last, (EvalItem.trial_id == last.c.trial_id) & (EvalItem.step == last.c.step))
         .where(EvalItem.variant == "")
         .order_by(EvalItem.trial_id, EvalItem.task, EvalItem.item)
     )
-    return list(session.scalars(query))
 
 
 def variant_eval_items(session: Session, trial_ids: Sequence[int]) -> list[EvalItem]:
@@ -252,16 +256,6 @@ def final_item_scores(session: Session, trial_ids: Sequence[int]
                       ) -> list[tuple[int, str, str, float]]:
     """(trial_id, task, item, score) of `final_eval_items` as plain rows: the report reads
     tens of thousands of them, and ORM objects cost most of its time."""
-    last = (
-        select(EvalItem.trial_id, func.max(EvalItem.step).label("step"))
-        .where(EvalItem.trial_id.in_(trial_ids), EvalItem.variant == "")
-        .group_by(EvalItem.trial_id)
-        .subquery()
-    )
-    query = (
-        select(EvalItem.trial_id, EvalItem.task, EvalItem.item, EvalItem.score)
-        .join(last, (EvalItem.trial_id == last.c.trial_id) & (EvalItem.step == last.c.step))
-        .where(EvalItem.variant == "")
-        .order_by(EvalItem.trial_id, EvalItem.task, EvalItem.item)
-    )
+    query = _at_final_step(
+        select(EvalItem.trial_id, EvalItem.task, EvalItem.item, EvalItem.score), trial_ids)
     return [(t, task, item, score) for t, task, item, score in session.execute(query)]
