@@ -39,8 +39,10 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
         return pages.get("analysis", exp, lambda: report.analyze(s, exp))
 
     def live(exp: Experiment) -> int | None:
-        return config.refresh if store.experiment_status(exp) in ("running", "pending") \
-            and any(t.status == "running" for t in exp.trials) else None
+        """Reload while any trial is pending or running: the page's own queries may see a
+        trial start after `exp.trials` was read (SQLite reads are not one snapshot)."""
+        return config.refresh if any(t.status in ("pending", "running") for t in exp.trials) \
+            else None
 
     @app.exception_handler(LabcoatError)
     async def not_found(request: Request, e: LabcoatError) -> Response:
