@@ -142,3 +142,25 @@ seeds: 2
     trials.append({"key": XSS, "arm": XSS, "seed": 9, "status": "pending"})
     stored_experiment(XSS, design, trials)
     return XSS
+
+
+def recorded_once(experiment: str) -> tuple[dict, dict, dict]:
+    """(metric points, eval items, attempts per trial) of `experiment` in the store; fails if
+    any point or item was recorded twice (restarted trials must not duplicate)."""
+    from labcoat import store
+
+    db = store.open_store()
+    try:
+        with db.session() as session:
+            found = store.find_experiment(session, experiment)
+            key = {t.id: t.key for t in found.trials}
+            points = [((key[p.trial_id], p.name, p.step), p.value)
+                      for p in store.metric_points(session, list(key))]
+            items = [((key[i.trial_id], i.step, i.task, i.item), i.score)
+                     for i in store.eval_items(session, list(key))]
+            attempts = {t.key: len(t.attempts) for t in found.trials}
+    finally:
+        db.close()
+    for rows in (points, items):
+        assert len(rows) == len(dict(rows)), "a point was recorded twice"
+    return dict(points), dict(items), attempts

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli, fake_design
+from helpers import cli, fake_design, recorded_once
 
 ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
@@ -91,27 +91,6 @@ parallelism: 2
 restart: {{retries: 2, backoff: 0.2}}
 {resources}""")
     return path, final
-
-
-def _recorded(experiment: str) -> tuple[dict, dict, dict]:
-    """(metric points, eval items, attempts per trial) in the store; each key once."""
-    from labcoat import store
-
-    db = store.open_store()
-    try:
-        with db.session() as session:
-            found = store.find_experiment(session, experiment)
-            key = {t.id: t.key for t in found.trials}
-            points = [((key[p.trial_id], p.name, p.step), p.value)
-                      for p in store.metric_points(session, list(key))]
-            items = [((key[i.trial_id], i.step, i.task, i.item), i.score)
-                     for i in store.eval_items(session, list(key))]
-            attempts = {t.key: len(t.attempts) for t in found.trials}
-    finally:
-        db.close()
-    for rows in (points, items):
-        assert len(rows) == len(dict(rows)), "a point was recorded twice"
-    return dict(points), dict(items), attempts
 
 
 def _saved_steps(journal: Path) -> list[int]:
@@ -188,7 +167,7 @@ def test_killed_ray_worker_restarts_trial_from_checkpoint(home, tmp_path, ray_he
     assert expected.keys() == found.keys()
     for key in expected:
         assert torch.equal(expected[key], found[key]), f"{key} differs"
-    points, items, attempts = _recorded("ray")
+    points, items, attempts = recorded_once("ray")
     assert attempts == {"a-s0": 2, "b-s0": 1}, attempts
 
     def twin(rows: dict, trial: str) -> dict:
@@ -213,7 +192,7 @@ def test_a_hung_trial_in_ray_is_stopped_and_restarted(home, tmp_path, ray_head):
     result = cli("run", str(design), "--plain", "--executor", "ray", "--address", ray_head)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "hang: no journal line for 3 s" in result.stdout
-    points, _, attempts = _recorded("hung")
+    points, _, attempts = recorded_once("hung")
     assert attempts == {"base-s0": 2, "better-s0": 2}
     assert sorted(step for (_, name, step) in points if name == "loss") == [1, 1, 2, 2, 3, 3]
     assert _trial_process(home, "base-s0") is None  # the hung process was stopped, not left

@@ -13,32 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli, fake_design
+from helpers import cli, fake_design, recorded_once
 from labcoat.errors import LabcoatError
 from labcoat.spec import Resources
 
 submitit = pytest.importorskip("submitit")
-
-
-def _recorded(experiment: str) -> tuple[dict, dict, dict]:
-    """(metric points, eval items, attempts per trial) in the store; each key once."""
-    from labcoat import store
-
-    db = store.open_store()
-    try:
-        with db.session() as session:
-            found = store.find_experiment(session, experiment)
-            key = {t.id: t.key for t in found.trials}
-            points = [((key[p.trial_id], p.name, p.step), p.value)
-                      for p in store.metric_points(session, list(key))]
-            items = [((key[i.trial_id], i.step, i.task, i.item), i.score)
-                     for i in store.eval_items(session, list(key))]
-            attempts = {t.key: len(t.attempts) for t in found.trials}
-    finally:
-        db.close()
-    for rows in (points, items):
-        assert len(rows) == len(dict(rows)), "a point was recorded twice"
-    return dict(points), dict(items), attempts
 
 
 def _job_process(home: Path, trial: str) -> int | None:
@@ -80,7 +59,7 @@ def test_slurm_jobs_run_an_experiment_and_a_killed_job_restarts(home, tmp_path):
     assert "slurm job" in out and "2 trial(s) finished now" in out
     assert "job lost: slurm job" in out
 
-    points, items, attempts = _recorded("jobs")
+    points, items, attempts = recorded_once("jobs")
     assert attempts == {"base-s0": 2, "better-s0": 1}, attempts
     twins = [{key[1:]: v for key, v in points.items() if key[0] == trial}
              for trial in ("base-s0", "better-s0")]

@@ -99,13 +99,18 @@ def cannot_start(run_dir: Path, command: list[str], error: OSError) -> int:
     return CANNOT_START
 
 
-def stderr_tail(run_dir: Path, lines: int = 5) -> str:
-    """The last lines of an attempt's stderr, for failure messages."""
+def stderr_end(run_dir: Path, size: int) -> str | None:
+    """The last `size` bytes of an attempt's stderr as text; None if it cannot be read."""
     try:
         with open(run_dir / STDERR_NAME, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            text = f.read().decode("utf-8", "replace")
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode("utf-8", "replace")
     except OSError:
-        return ""
+        return None
+
+
+def stderr_tail(run_dir: Path, lines: int = 5) -> str:
+    """The last lines of an attempt's stderr, for failure messages."""
+    text = stderr_end(run_dir, 8192) or ""
     return "\n".join(text.strip().splitlines()[-lines:])

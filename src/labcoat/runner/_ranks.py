@@ -40,7 +40,7 @@ from labcoat import environment as env
 from labcoat import store
 from labcoat.errors import LabcoatError
 from labcoat.runner._ingest import Progress, ingest_ranks
-from labcoat.runner._local import STDERR_NAME, stderr_tail
+from labcoat.runner._local import stderr_end, stderr_tail
 from labcoat.store import Attempt
 
 LOG_DIR = "ranks"  # torchrun's per-rank stdout/stderr files, inside the attempt's run directory
@@ -122,12 +122,8 @@ def rank_failure(run_dir: Path, world: int, hosts: dict[int, str]) -> RankFailur
     hosts: rank -> host from the ranks' journals; preferred to torchrun's, which is the
     machine's fully qualified name (often just "localhost").
     """
-    try:
-        with open(run_dir / STDERR_NAME, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 65536))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
+    text = stderr_end(run_dir, 65536)
+    if text is None:
         return None
     found = list(_ROOT_CAUSE.finditer(text))
     if not found:
