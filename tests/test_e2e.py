@@ -19,8 +19,9 @@ def _miniature(directory):
     text = design.read_text()
     text = re.sub(r"(?m)^  steps: \d+", f"  steps: {STEPS}", text)
     text = text.replace("--seed {seed}", "--seed {seed} --width 32")
-    text = re.sub(r"(?m)^eval: .*$", f"eval: {{every: {EVAL_EVERY}, items_per_task: {EVAL_ITEMS}}}",
-                  text)
+    # budget 0: every eval scores the whole set (a budget sizes it by measured time)
+    plan = f"{{every: {EVAL_EVERY}, items_per_task: {EVAL_ITEMS}, budget: 0}}"
+    text = re.sub(r"(?m)^eval: .*$", f"eval: {plan}", text)
     text = text.replace("warmup: 500", "warmup: 20")
     design.write_text(text)
     return design

@@ -18,9 +18,11 @@ exactly.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
+import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -35,6 +37,8 @@ class Group:
 
     rank: int = 0
     world: int = 1
+    # The DDP wrapper, held here only: see `data_parallel` for why it must die first.
+    _wrapped: list[torch.nn.Module] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def distributed(self) -> bool:
@@ -47,13 +51,32 @@ class Group:
             return inputs, labels
         return inputs[self.rank::self.world], labels[self.rank::self.world]
 
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """The module to train through: DDP (gradients averaged over ranks), or `model`."""
-        if not self.distributed:
-            return model
-        # DDP's constructor broadcasts rank 0's parameters, which every rank already holds
-        # (same init seed, or the same checkpoint). TinyLM has no buffers to keep in sync.
-        return DistributedDataParallel(model)
+    def wrap(self, model: torch.nn.Module) -> None:
+        """Train `model` through DDP (gradients averaged over ranks) when distributed."""
+        if self.distributed:
+            # DDP's constructor broadcasts rank 0's parameters, which every rank already
+            # holds (same init seed, or the same checkpoint). TinyLM has no buffers to sync.
+            self._wrapped.append(DistributedDataParallel(model))
+
+    def net(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The module to call for a training step: `model`'s DDP wrapper, or `model`."""
+        return self._wrapped[0] if self._wrapped else model
+
+    def unwrap(self) -> bool:
+        """Free the DDP wrapper while the process group is still registered.
+
+        Its Reducer holds a reference to the gloo process group. Freed after
+        `destroy_process_group`, the Reducer drops the group's last reference while
+        holding the GIL, and the group's destructor joins gloo's worker threads, one
+        of which may be freeing a finished collective's tensors and need the GIL: a
+        deadlock (seen as a rank hanging after its last step under load). Returns
+        whether it is gone.
+        """
+        if not self._wrapped:
+            return True
+        alive = weakref.ref(self._wrapped.pop())
+        gc.collect()  # DDP sits in reference cycles (its hooks)
+        return alive() is None
 
     def mean(self, value: float) -> float:
         """The mean of `value` over ranks (the logged loss: every rank's shard counts)."""
@@ -89,8 +112,13 @@ def data_parallel(batch_size: int) -> Iterator[Group]:
     joined = not dist.is_initialized()
     if joined:
         dist.init_process_group("gloo")
+    group = Group(rank=dist.get_rank(), world=dist.get_world_size())
     try:
-        yield Group(rank=dist.get_rank(), world=dist.get_world_size())
+        yield group
+        if not group.unwrap():  # (with an exception in flight, its traceback may hold it)
+            raise RuntimeError("tinylm's DDP wrapper outlived training (a reference kept "
+                               "somewhere); freed after the process group, it may deadlock")
     finally:
+        group.unwrap()
         if joined:
             dist.destroy_process_group()

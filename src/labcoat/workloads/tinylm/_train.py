@@ -415,7 +415,7 @@ def train(cfg: Config, run: Run | None = None, *,
                                data_position=_StreamPosition(stream), progress=progress)
             first = checkpointer.restore() + 1  # also restores the dropout RNG
         dp.same_step(first - 1)
-        net = dp.wrap(model)  # DDP when torchrun started several ranks
+        dp.wrap(model)  # DDP when torchrun started several ranks
         losses: list[float] = progress["losses"]
         history: dict[int, float] = progress["history"]
         scores: dict[str, torch.Tensor] = {}
@@ -432,7 +432,7 @@ def train(cfg: Config, run: Run | None = None, *,
             for step in range(first, cfg.steps + 1):
                 lr = learning_rate(step, cfg)
                 loss, work = _train_step(model, optimizer, stream, cfg, lr, step, faults,
-                                          watcher, dp=dp, net=net)
+                                          watcher, dp=dp)
                 losses.append(loss)
                 if run is not None:
                     run.log(step, loss=loss, lr=lr)
@@ -514,15 +514,16 @@ def _global_rngs_kept() -> Iterator[None]:
 
 def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainStream,
                 cfg: Config, lr: float, step: int, faults: Injector,
-                guard: Guard | None, *, dp: Group, net: torch.nn.Module
+                guard: Guard | None, *, dp: Group
                 ) -> tuple[float, float]:
     """One optimizer update at learning rate `lr`; returns the batch loss (the mean over
     ranks) and this rank's own work time (data and forward, before any gradient sync).
 
     `faults` hooks in at fixed points (they do nothing without a fault); the
     guard gets the batch after the forward (before the update, so it can
-    recompute the step) and the loss after the update. `net` is `model` or its DDP
-    wrapper, which trains on this rank's shard of the batch.
+    recompute the step) and the loss after the update. Under DDP the forward goes
+    through the group's wrapper (never held in a local: see `Group.unwrap`) on this
+    rank's shard of the batch.
     """
     started = time.perf_counter()
     inputs, labels = dp.shard(*faults.batch(step, *stream.batch(cfg.batch_size)))
@@ -530,7 +531,7 @@ def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainSt
         for group in optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)  # muP: per-group multipliers
     faults.before_forward(step)
-    loss = masked_loss(net(inputs), labels)
+    loss = masked_loss(dp.net(model)(inputs), labels)
     work = time.perf_counter() - started
     if guard is not None:
         guard.record(batch=(inputs, labels))
