@@ -127,6 +127,7 @@ def overhead(args: argparse.Namespace) -> None:
     )
     from labcoat.workloads.tinylm._faults import Injector
     from labcoat.workloads.tinylm._tasks import VOCAB
+    from labcoat.workloads.tinylm._distributed import Group
     from labcoat.workloads.tinylm._train import _torch_settings, _train_step, _watch
 
     cfg = Config(steps=args.overhead_steps, eval_every=100, eval_items=10, threads=1)
@@ -153,7 +154,7 @@ def overhead(args: argparse.Namespace) -> None:
                 a = arms[name]
                 started = time.perf_counter()
                 _train_step(a["model"], a["opt"], a["stream"], cfg, lr, step, a["faults"],
-                            a["guard"])
+                            a["guard"], dp=Group())
                 if step % cfg.eval_every == 0:
                     evaluate(a["model"], eval_set)
                 a["times"].append(time.perf_counter() - started)
