@@ -166,6 +166,19 @@ def test_nan_gradient_is_critical_before_the_update_and_stop_on_stops() -> None:
     assert alert.severity == "critical" and alert.evidence["params"] == ["hidden.weight"]
 
 
+def test_gradient_norm_every_other_step_sees_a_nan_one_step_late() -> None:
+    """grad_norm_every=2 (the default): an odd step's NaN gradient goes unmeasured and
+    poisons the update; the next step, measured, sees NaN in its gradients and loss."""
+    def poison(model: Tiny) -> None:
+        model.hidden.weight.grad[0, 0] = float("nan")
+
+    for every, onset, seen in ((2, 13, 14), (2, 12, 12), (1, 13, 13)):
+        loop = Loop(check_every=20, grad_norm_every=every).run(onset - 1)
+        loop.train_step(after_backward=poison)
+        loop.train_step()
+        assert loop.first("nonfinite.grad") == seen, (every, onset)
+
+
 def test_nan_loss_and_loss_spike() -> None:
     loop = Loop().run(15)
     loop.train_step(loss_value=1e4)
@@ -548,8 +561,10 @@ def test_settings_are_validated_with_the_fix() -> None:
         GuardConfig(stop_on="fatal")
     with pytest.raises(GuardError, match="recompute_every=5 needs loss_fn"):
         GuardConfig(recompute_every=5)
-    with pytest.raises(GuardError, match="causal_every=15 must be a multiple of check_every=10"):
+    with pytest.raises(GuardError, match="causal_every=15 must be a multiple of check_every=20"):
         GuardConfig(causal_every=15)
+    with pytest.raises(GuardError, match="grad_norm_every=0 must be an integer >= 1"):
+        GuardConfig(grad_norm_every=0)
     with pytest.raises(GuardError, match="min_history=30 must not exceed window=20"):
         GuardConfig(window=20, min_history=30)
     with pytest.raises(GuardError, match="unknown guard option.*spikez; choose from"):
@@ -673,7 +688,8 @@ def test_host_row_hashes_and_label_counts_match_the_torch_ones() -> None:
 
 
 def test_profile_observations_queued_between_check_steps_are_all_kept() -> None:
-    loop = Loop(check_every=10).run(25)  # steps 21-25 are queued when the profile is built
+    # steps 21-25 are queued when the profile is built; grad_norm_every=1: a norm every step
+    loop = Loop(check_every=10, grad_norm_every=1).run(25)
     phases = loop.guard.profile()["phases"]
     assert sum(p["grad_norm"]["n"] for p in phases if p["grad_norm"]) == 25
     assert sum(p["loss"]["n"] for p in phases if p["loss"]) == 25

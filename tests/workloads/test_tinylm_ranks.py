@@ -66,12 +66,15 @@ def _records(path: Path) -> list[dict]:
 
 
 def _kill_rank_1(journal: Path, runner: subprocess.Popen, deadline: float) -> int:
-    """SIGKILL rank 1 once its journal shows step KILL_AFTER; returns its pid."""
+    """SIGKILL rank 1 once its journal shows step KILL_AFTER or later, two or more steps
+    after a checkpoint step (so steps before the kill overlap the resumed ones); returns
+    its pid."""
     rank1 = rank_journal(journal, 1)
     while time.time() < deadline and runner.poll() is None:
         records = _records(rank1)
         steps = [r["step"] for r in records if r["kind"] == "step"]
-        if steps and max(steps) >= KILL_AFTER:
+        # never right after a checkpoint step: rank 0 may have logged no step past it
+        if steps and max(steps) >= KILL_AFTER and max(steps) % EVERY >= 2:
             pid = next(r["pid"] for r in records if r["kind"] == "start")
             os.kill(pid, signal.SIGKILL)
             return pid

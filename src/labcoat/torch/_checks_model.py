@@ -140,7 +140,7 @@ class Recompute(Check):
                 _log.warning("guard: recompute at step %d skipped: call guard.record(batch=...) "
                              "after the forward and before optimizer.step()", step.number)
             return
-        if len(step.forwards) != 1 or not math.isfinite(step.grad_norm) or not all(
+        if len(step.forwards) != 1 or not math.isfinite(step.grad_norm or 0.0) or not all(
                 reset for _, reset in step.reset):
             return  # .grad holds a sum (micro-batches, no zero_grad) or NaN: not replayable
         params = self.ctx.params

@@ -75,6 +75,8 @@ class Numerics(Check):
     # --- gradients and parameters ----------------------------------------------------------------
 
     def on_pre_step(self, step: Step) -> None:
+        if step.grad_norm is None:  # not measured at this step
+            return
         if not math.isfinite(step.grad_norm):
             params = self.ctx.params
             bad = [params.names[i] for i, g in enumerate(step.grads)

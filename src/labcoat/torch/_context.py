@@ -170,7 +170,9 @@ class Step:
         self.requires_grad: list[bool] = []
         self.lrs: list[float] = []
         self.values: dict[str, np.ndarray] = {}
-        self.grad_norm = 0.0  # total L2 norm of the gradients the optimizer will apply
+        # total L2 norm of the gradients the optimizer will apply; None: not measured at this
+        # step (see GuardConfig.grad_norm_every)
+        self.grad_norm: float | None = 0.0
         self.reset: list[tuple[str, bool]] = []  # sentinel parameter: were its grads reset?
         # check steps only:
         self.present: np.ndarray | None = None  # gradient is not None
@@ -210,6 +212,8 @@ class Context:
         self.completed = config.start_step  # number of the last completed optimizer step
         self.first_step = config.start_step + 1  # always a check step
         self.check_every = config.check_every
+        self.grad_norm_every = config.grad_norm_every
+        self.recompute_every = config.recompute_every
         self.pending = Transfer()  # device values queued by forward hooks for the next step
         self.table_changed = False  # the parameter table grew at this step (new optimizer params)
         self.evaluating = 0  # > 0 inside guard.evaluating()
@@ -225,6 +229,14 @@ class Context:
     def is_check_step(self, number: int) -> bool:
         """Whether step `number` runs the periodic checks (see GuardConfig.check_every)."""
         return number % self.check_every == 0 or number == self.first_step
+
+    def measures_grad_norm(self, number: int) -> bool:
+        """Whether step `number` measures the total gradient norm (check steps always do):
+        every `grad_norm_every` steps, the first step, and recompute steps (a NaN gradient
+        must not pass for a recompute mismatch)."""
+        every = self.recompute_every
+        return (number % self.grad_norm_every == 0 or number == self.first_step
+                or bool(every and number % every == 0))
 
     def is_near_check(self, number: int) -> bool:
         """Whether step `number` is a check step or the step before one."""

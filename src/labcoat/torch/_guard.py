@@ -18,23 +18,26 @@ check step to the end of the check step, the only steps they act on), and a
 gradient hook on one "sentinel" parameter (were gradients reset since the
 last step, how many backward passes per step).
 
-What it costs: every step runs the checks that need every step (the total
-gradient norm from one fused ``torch._foreach_norm``, NaN/Inf, loss spikes,
-gradient reset and accumulation, lr, modes, frozen layers) in plain Python
-with no host synchronization beyond one scalar. *Check steps*, every
-``check_every`` steps (and the step before each), add per-parameter norms,
-version counters and the data checks; the causality probe and the optimizer
-state scan run every ``causal_every``/``state_every`` steps. Inside a
-training step the guard's code runs with cold caches (the step evicted
-them), where each Python line costs microseconds and a first NumPy call tens
-of microseconds; hence plain Python on the per-step path. The benchmark
-(``benchmarks/guard.py``) measures the overhead and the detection latency
-of the defaults; ``check_every=1`` checks everything at every step.
-Measured on tinylm's overhead run (2026-12-02, CPU, one thread): the hooks,
-the per-step gradient norm and the check-step norms alone, with every check
-family disabled, cost ~270 us per ~15 ms step; the fused gradient norm is
-~100-150 us of it (one cold ``_foreach_norm`` over every gradient: the
-floor of a NaN/Inf check that must see every gradient before the update).
+What it costs: every step runs the checks that need every step (NaN/Inf
+loss, loss spikes, gradient reset and accumulation, lr, modes, frozen layers)
+in plain Python with no host synchronization beyond one scalar; every
+``grad_norm_every`` steps (default 2) and at check steps, the total gradient
+norm from one fused ``torch._foreach_norm`` (NaN/Inf gradients, explosion,
+collapse). *Check steps*, every ``check_every`` steps (default 20, and the
+step before each), add per-parameter norms, version counters and the data
+checks; the causality probe and the optimizer state scan run every
+``causal_every``/``state_every`` steps. Inside a training step the guard's
+code runs with cold caches (the step evicted them), where each Python line
+costs microseconds and a first NumPy call tens of microseconds; hence plain
+Python on the per-step path. Measured in-process on tinylm (~11.5 ms CPU
+steps, one thread, 2026-12-03): ~85 us on a step without the gradient norm,
+~185 us with it (the cold ``_foreach_norm`` over 28 gradients is ~100 us:
+per-tensor dispatch, no cheaper variant found), ~0.45 ms on the step before
+a check step and ~1.2-1.5 ms on a check step; ~225 us per step on average.
+An unmeasured step's NaN gradient poisons its update and shows one step
+later, in that step's gradients and loss. The benchmark (``benchmarks/guard.py``)
+measures the overhead and the detection latency of the defaults;
+``check_every=1, grad_norm_every=1`` checks everything at every step.
 Profile observations are queued between check steps when no reference is
 given (the profile is identical); the robust median/MAD of ``update.norm_jump``
 is computed only when some norm moved at least 2x (its precondition).
@@ -368,6 +371,8 @@ class Guard:
             self._ctx.pending = Transfer()
         if check:  # gradients and weights in one fused norm (one kernel path, one copy)
             xfer.add_norms("guard.norms", present + tensors)
+        elif not self._ctx.measures_grad_norm(number):
+            step.grad_norm = None
         elif present:
             total = _total_norm(present)
             if isinstance(total, float):

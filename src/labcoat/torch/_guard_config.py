@@ -41,7 +41,9 @@ class GuardConfig:
     frozen: Sequence[str] = ()  # fnmatch patterns of parameters that must not change
     scheduler: Any = None  # LR scheduler: applied lr must equal get_last_lr(), and it must advance
     lr_schedule: Callable[[int], float] | None = None  # intended lr of optimizer step k (1-based)
-    check_every: int = 10  # check steps: per-parameter norms (weights before step N vs after
+    grad_norm_every: int = 2  # total gradient norm (NaN/Inf, explosion, collapse) every N
+    # steps and at check steps; 1: every step (on CPU it is most of the guard's per-step cost)
+    check_every: int = 20  # check steps: per-parameter norms (weights before step N vs after
     # N-1, whether N moved them), data checks; the other steps run the cheap checks only
     state_every: int | None = None  # every N steps: optimizer state NaN/Inf scan, exact
     # checksums; a multiple of check_every (None: the first multiple >= 100)
@@ -94,8 +96,8 @@ class GuardConfig:
         if self.stop_on is not None and self.stop_on not in SEVERITIES:
             out.append(f"stop_on={self.stop_on!r}; choose between None, "
                        + ", ".join(repr(s) for s in SEVERITIES))
-        positive = ("window", "min_history", "check_every", "state_every", "causal_every",
-                    "distributed_every")
+        positive = ("window", "min_history", "grad_norm_every", "check_every", "state_every",
+                    "causal_every", "distributed_every")
         for name in positive:
             if _bad_int(getattr(self, name), 1):
                 out.append(f"{name}={getattr(self, name)!r} must be an integer >= 1")

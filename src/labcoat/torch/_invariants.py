@@ -203,7 +203,7 @@ class Invariants(Check):
     def on_pre_step(self, step: Step) -> None:
         if step.check and self.deferred:
             self._flush()
-        if step.grad_norm > 0:
+        if step.grad_norm is not None and step.grad_norm > 0:
             self._observe("grad_norm", step.number, step.grad_norm)
         if step.check:
             examples = sum(f.inputs.shape[0] for f in step.forwards
