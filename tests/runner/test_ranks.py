@@ -18,7 +18,14 @@ import pytest
 from helpers import FAKE_TRIAL, cli
 from labcoat import spec, store
 from labcoat.errors import LabcoatError
-from labcoat.runner._ranks import RankFailure, Stragglers, check_program, launch_command
+from labcoat.runner._ranks import (
+    LEFT_BEHIND_S,
+    RankFailure,
+    RankGroup,
+    Stragglers,
+    check_program,
+    launch_command,
+)
 from labcoat.sdk import rank_journal
 
 pytest.importorskip("torch")
@@ -111,6 +118,22 @@ def _stragglers(times: dict[int, list[float]], measure: str = "step") -> Straggl
     for rank, values in times.items():
         target[rank] = deque(values, maxlen=20)
     return s
+
+
+def test_a_rank_silent_long_after_another_finished_is_left_behind():
+    """The CI hang: rank 0 finished, rank 1 deadlocked in its teardown with no heartbeat
+    timeout declared; the group is stopped LEFT_BEHIND_S after rank 1's last line."""
+    group = RankGroup(world=2, started=1000.0)
+    group.seen = {0: (1010.0, 120), 1: (1009.0, 120)}
+    group.hosts = {1: "vm"}
+    assert group.left_behind(1009.0 + 2 * LEFT_BEHIND_S) is None  # nobody finished yet
+    group.finished = {0}
+    assert group.left_behind(1009.0 + LEFT_BEHIND_S - 1) is None
+    assert group.left_behind(1009.0 + LEFT_BEHIND_S + 1) == (
+        f"hang: rank 1 of 2 (host vm) went silent at step 120 and stayed silent "
+        f"{LEFT_BEHIND_S + 1:.0f} s after rank(s) 0 finished")
+    group.finished = {0, 1}
+    assert group.left_behind(1009.0 + 2 * LEFT_BEHIND_S) is None  # torchrun is exiting
 
 
 def test_a_straggler_is_a_rank_far_slower_than_the_median_of_the_others():

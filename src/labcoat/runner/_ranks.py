@@ -48,6 +48,10 @@ STRAGGLER_RATIO = 1.5  # a rank this many times slower than the others' median i
 STRAGGLER_FLOOR_S = 0.02  # ... and at least this many seconds slower (timer and load noise)
 STRAGGLER_WINDOW = 20  # recent steps per rank whose median is compared
 STRAGGLER_MIN_STEPS = 5  # steps each rank must have reported before anyone is judged
+# A rank still running this long without a journal line after another rank finished is
+# left behind (e.g. deadlocked in its teardown): the group is stopped like a hung one even
+# when no heartbeat timeout is declared. Generous: rank 0 may save or evaluate alone.
+LEFT_BEHIND_S = 600.0
 
 
 def launch_command(command: list[str], ranks: int, run_dir: Path) -> list[str]:
@@ -279,6 +283,22 @@ class RankGroup:
         if not running:  # every rank finished; torchrun is exiting
             return max(when for when, _ in self.seen.values())
         return min(when for when, _ in running.values())
+
+    def left_behind(self, now: float) -> str | None:
+        """The hang cause when some rank finished and another has been silent for
+        `LEFT_BEHIND_S` since (None otherwise)."""
+        running = self._seen()
+        if not self.finished or not running:
+            return None
+        rank, (when, step) = min(running.items(), key=lambda kv: kv[1][0])
+        if now - when <= LEFT_BEHIND_S:
+            return None
+        done = ", ".join(str(r) for r in sorted(self.finished))
+        at = f"at step {step}" if step is not None else "before its first step"
+        host = self.hosts.get(rank)
+        return (f"hang: rank {rank} of {self.world}{f' (host {host})' if host else ''} went "
+                f"silent {at} and stayed silent {now - when:.0f} s after rank(s) {done} "
+                "finished")
 
     def silent_first(self) -> str:
         """Which rank went silent first, for a hang's cause."""

@@ -363,7 +363,14 @@ class _Loop:
                 job.hang.last_activity = job.group.last_activity()
             if progress.heartbeat_timeout:
                 job.hang.timeout = progress.heartbeat_timeout
-            hung = code is None and job.hang.hung(now)
+            stuck = None
+            if code is None and job.hang.hung(now):
+                stuck = f"hang: no journal line for {job.hang.timeout:g} s"
+                if job.group is not None:
+                    stuck += f"; {job.group.silent_first()}"
+            elif code is None and job.group is not None:
+                stuck = job.group.left_behind(now)
+            hung = stuck is not None
             if hung:
                 code = job.process.stop(grace=2.0)  # None if its executor cannot tell
             if code is None and not hung:
@@ -380,10 +387,7 @@ class _Loop:
                     self._fail(job.trial, job.attempt, job.row, code, failure.cause)
                     continue
             if hung:
-                cause = f"hang: no journal line for {job.hang.timeout:g} s"
-                if job.group is not None:
-                    cause += f"; {job.group.silent_first()}"
-                self._fail(job.trial, job.attempt, job.row, code, cause)
+                self._fail(job.trial, job.attempt, job.row, code, stuck)
             elif code == 0:
                 self._done(job)
             else:
