@@ -373,6 +373,16 @@ def test_a_weight_rescaled_between_check_steps_is_a_norm_jump() -> None:
     assert alert.evidence["params"] == ["hidden.weight"] and "changed 1e+03x" in alert.message
 
 
+def test_sparse_check_steps_judge_norm_jumps_after_about_100_steps() -> None:
+    """check_every=20 (the default): 5 intervals of history are enough (10 would be 200
+    steps, later than many a bug)."""
+    loop = Loop(check_every=20, min_history=20, window=100).run(122)
+    with torch.no_grad():
+        loop.model.hidden.weight.mul_(1000.0)
+    loop.run(18)
+    assert loop.first("update.norm_jump") == 140
+
+
 def test_exact_checksums_catch_a_low_bit_flip_norms_miss() -> None:
     loop = Loop(state_every=2).run(3)  # checksums after step 3 and before step 4
     flip_bit(loop.model.out.weight.data, bit=0)  # changes the value by one ulp

@@ -119,7 +119,11 @@ class Updates(Check):
         self.jump_norms: np.ndarray | None = None  # parameter norms at the last check step
         self.jump_step = 0  # ... and its number
         self.jumps: collections.deque[np.ndarray] = collections.deque(maxlen=JUMP_CHECKS)
-        self.jump_min_history = max(5, ctx.config.min_history // 2)
+        # check intervals of history before judging: min_history // 2, or fewer when check
+        # steps are sparse (about 5 x min_history steps: 100 by default), at least 5
+        cfg = ctx.config
+        self.jump_min_history = max(5, min(cfg.min_history // 2,
+                                           math.ceil(5 * cfg.min_history / cfg.check_every)))
         self._index()
 
     def _index(self) -> None:
