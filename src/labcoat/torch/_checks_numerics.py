@@ -66,7 +66,7 @@ class Numerics(Check):
         self.short_medians: collections.deque[float] = collections.deque(
             maxlen=max(4, cfg.window // 5))  # one every 5 steps: the last `window` steps
         self.clip_value: float | None = None
-        self.high = 0  # steps running with the gradient norm above spike_z
+        self.high = 0  # measurements running with the gradient norm above spike_z
         self.low = 0  # ... below -spike_z
         self.previous_norm: float | None = None
         self.records = 0
@@ -109,24 +109,24 @@ class Numerics(Check):
         if len(self.grad_log) >= cfg.min_history:
             median, below, above = self.grad_log.baseline()  # once: this runs every step
             z = (value - median) / (above if value >= median else below)
-            # Two steps running: a healthy run's gradient norm jumps 5-70x for single steps
-            # now and then (a hard batch); a real explosion persists.
+            # Two measurements running: a healthy run's gradient norm jumps 5-70x for single
+            # steps now and then (a hard batch); a real explosion persists.
             self.high = self.high + 1 if z > cfg.spike_z else 0
             self.low = self.low + 1 if z < -cfg.spike_z else 0
             if self.high >= 2:
                 self.ctx.alert(
                     "grad_norm.explosion", "warning",
                     f"gradient norm {norm:.3g} at step {number} is {norm / math.exp(median):.0f}x "
-                    f"its median {math.exp(median):.3g} over the last {len(self.grad_log)} steps "
-                    f"(robust z {z:.0f}, 2 steps running): an instability, a blown-up weight or "
-                    "loss scale",
+                    f"its median {math.exp(median):.3g} over its last {len(self.grad_log)} "
+                    f"measurements (robust z {z:.0f}, 2 running): an instability, a blown-up "
+                    "weight or loss scale",
                     step=number, evidence=self._evidence(norm, median, z))
             elif self.low >= 2:
                 self.ctx.alert(
                     "grad_norm.collapse", "error",
                     f"gradient norm {norm:.3g} at step {number} is {math.exp(median) / norm:.0f}x "
-                    f"below its median {math.exp(median):.3g} (robust z {z:.0f}, 2 steps running): "
-                    "vanishing gradients, a partly detached loss, dead units",
+                    f"below its median {math.exp(median):.3g} (robust z {z:.0f}, 2 measurements "
+                    "running): vanishing gradients, a partly detached loss, dead units",
                     step=number, evidence=self._evidence(norm, median, z))
         self.grad_log.push(value)
 

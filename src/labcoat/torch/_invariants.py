@@ -377,8 +377,8 @@ class _Reference:
                 "examples": "the data pipeline changed the batch size"}[quantity]
         self.ctx.alert(
             f"invariant.{quantity}_range", "warning",
-            f"{quantity} {value:.4g} at step {step} ({confirm} steps running) is {where} the "
-            f"range [{bounds[0]:.4g}, {bounds[1]:.4g}] of {self.count} clean reference run(s) "
+            f"{quantity} {value:.4g} at step {step} ({confirm} observations running) is {where} "
+            f"the range [{bounds[0]:.4g}, {bounds[1]:.4g}] of {self.count} clean reference run(s) "
             f"around steps {start}-{end} (this phase and the ones beside it): {hint}",
             step=step, evidence={"value": value, "low": bounds[0], "high": bounds[1],
                                  "phase": [start, end], "references": self.count})
