@@ -1,4 +1,8 @@
-"""Shared fixtures: an isolated labcoat home per test."""
+"""Shared fixtures: an isolated labcoat home per test.
+
+A module whose tests only read one experiment builds it once in a module-scoped fixture,
+inside `helpers.shared_home(...)`, and gives each test LABCOAT_HOME pointing at it with
+`helpers.use_home(monkeypatch, path)` (see tests/diagnose/test_cli.py)."""
 
 from __future__ import annotations
 
@@ -6,16 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import use_home
+
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh LABCOAT_HOME (SQLite store inside it) for this test."""
-    path = tmp_path / "home"
-    monkeypatch.setenv("LABCOAT_HOME", str(path))
-    monkeypatch.delenv("LABCOAT_DB", raising=False)
-    for var in ("LABCOAT_JOURNAL", "LABCOAT_TRIAL", "LABCOAT_EXPERIMENT", "LABCOAT_ATTEMPT"):
-        monkeypatch.delenv(var, raising=False)
-    return path
+    return use_home(monkeypatch, tmp_path / "home")
 
 
 # --- PostgreSQL (issue 9): see tests/postgres.py for how a server is found or started ---

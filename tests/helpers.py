@@ -5,10 +5,37 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # benchmarks/ import this module without pytest
+    import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAKE_TRIAL = FIXTURES / "fake_trial.py"
+
+
+def use_home(monkeypatch: pytest.MonkeyPatch, path: Path) -> Path:
+    """Point LABCOAT_HOME at `path` (SQLite store inside it) and clear every variable that
+    would send labcoat elsewhere (LABCOAT_DB) or make it act as a trial. Returns `path`."""
+    monkeypatch.setenv("LABCOAT_HOME", str(path))
+    monkeypatch.delenv("LABCOAT_DB", raising=False)
+    for var in ("LABCOAT_JOURNAL", "LABCOAT_TRIAL", "LABCOAT_EXPERIMENT", "LABCOAT_ATTEMPT"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+@contextmanager
+def shared_home(path: Path) -> Iterator[Path]:
+    """LABCOAT_HOME = `path`, isolated as the `home` fixture does, while a module-scoped
+    fixture builds the experiment its tests share (the environment is restored on exit).
+    Those tests must only read the store: each gets LABCOAT_HOME back with `use_home`."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield use_home(monkeypatch, path)
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 300,
