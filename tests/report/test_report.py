@@ -1,5 +1,6 @@
 """`labcoat report`: numbers checked against scipy on the exported raw data."""
 
+import copy
 import json
 from collections import defaultdict
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from helpers import FAKE_TRIAL, cli, fake_design
+from helpers import FAKE_TRIAL, cli, fake_design, shared_home
 
 
 def _macro_per_trial(items):
@@ -23,12 +24,23 @@ def _macro_per_trial(items):
     return by_arm
 
 
+@pytest.fixture(scope="module")
+def finished_once(tmp_path_factory):
+    """One run of the fake design, its `report --json` and its exported items, shared by the
+    module's tests that check the report's numbers against scipy on those items."""
+    tmp = tmp_path_factory.mktemp("finished")
+    with shared_home(tmp / "home"):
+        design = fake_design(tmp, steps=3, seeds=3, parallelism=3, variant_quality=0.7)
+        cli("run", str(design), check=True)
+        items = [json.loads(line)
+                 for line in cli("export", "fake", "--items").stdout.splitlines()]
+        return json.loads(cli("report", "fake", "--json", check=True).stdout), items
+
+
 @pytest.fixture
-def finished(home, tmp_path):
-    design = fake_design(tmp_path, steps=3, seeds=3, parallelism=3, variant_quality=0.7)
-    cli("run", str(design), check=True)
-    items = [json.loads(line) for line in cli("export", "fake", "--items").stdout.splitlines()]
-    return json.loads(cli("report", "fake", "--json", check=True).stdout), items
+def finished(finished_once):
+    """(report, items): a copy per test, so no test sees another's changes."""
+    return copy.deepcopy(finished_once)
 
 
 def test_arm_intervals_and_welch_difference_match_scipy(finished):
