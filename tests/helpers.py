@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,6 +50,25 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300,
         raise AssertionError(f"labcoat {' '.join(args)} failed ({result.returncode}):\n"
                              f"{result.stdout}\n{result.stderr}")
     return result
+
+
+def show_now(name: str) -> dict | None:
+    """What `labcoat show NAME --json` prints, read in this process (None before the
+    experiment is registered): for tests that poll a running experiment, since a CLI call
+    per poll (~0.5 s of CPU) competes with the trials for the machine."""
+    from labcoat import report, store
+    from labcoat.errors import LabcoatError
+
+    db = store.open_store()
+    try:
+        with db.session() as session:
+            try:
+                exp = store.find_experiment(session, name)
+            except LabcoatError:  # not registered yet
+                return None
+            return json.loads(json.dumps(report.status_data(session, exp), default=str))
+    finally:
+        db.close()
 
 
 def fake_design(directory: Path, *, name: str = "fake", steps: int = 5, sleep: float = 0.0,

@@ -7,7 +7,7 @@ import sys
 import time
 from collections import Counter
 
-from helpers import FAKE_TRIAL, cli, fake_design
+from helpers import FAKE_TRIAL, cli, fake_design, show_now
 
 
 def _show(name):
@@ -108,14 +108,26 @@ seeds: 1
     assert "journal.jsonl:4: skipped: malformed 'log' record (metric 'loss' is 'abc'" in messages[1]
 
 
+def _gate(tmp_path, *open_for):
+    """`--wait-for` flags holding each trial after its step 1 until the test creates
+    GATE-<quality> (its arm's file; those of `open_for` qualities exist from the start): the
+    test decides when a trial may finish instead of guessing how long the machine takes."""
+    for quality in open_for:
+        (tmp_path / f"gate-{quality}").touch()
+    return f"--wait-for {tmp_path}/gate-{{quality}}"
+
+
 def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
-    # Each pair of trials runs 10 s: time for a few `labcoat show` polls on a loaded machine.
-    design = fake_design(tmp_path, steps=20, sleep=0.5, seeds=2, parallelism=2)
+    # base trials run through; better trials log step 1 and are held there, so the runner is
+    # killed with two trials done and two running with points, however loaded the machine.
+    design = fake_design(tmp_path, steps=20, seeds=2, parallelism=2,
+                         extra=_gate(tmp_path, 0.3))
     runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(lambda: _done_count() >= 2 and _running_with_points())
     runner.send_signal(signal.SIGKILL)
     runner.wait()
+    (tmp_path / "gate-0.8").touch()
     before = {t["key"]: t for t in _show("fake")["trials"]}
     finished_before = {k for k, t in before.items() if t["status"] == "done"}
     assert finished_before and len(finished_before) < 4
@@ -129,7 +141,8 @@ def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):
-    design = fake_design(tmp_path, steps=50, sleep=0.2, seeds=1, parallelism=2)
+    # Both trials are held after step 1 until the test opens their gates (after ctrl-c).
+    design = fake_design(tmp_path, steps=50, seeds=1, parallelism=2, extra=_gate(tmp_path))
     runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for(_running_with_points)
@@ -141,6 +154,8 @@ def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):
     assert {t["status"] for t in trials} == {"pending"}
     assert {t["cause"] for t in trials} == {"interrupted (labcoat run was stopped)"}
     assert not _fake_trials_alive()
+    for quality in (0.3, 0.8):
+        (tmp_path / f"gate-{quality}").touch()
     cli("run", str(design), check=True)
     assert {t["status"] for t in _show("fake")["trials"]} == {"done"}
 
@@ -169,19 +184,15 @@ def test_changing_the_params_of_recorded_trials_is_refused(home, tmp_path):
     assert "new `name:`" in result.stderr
 
 
-def _done_count():
-    result = cli("show", "fake", "--json")
-    if result.returncode != 0:
-        return 0
-    return sum(t["status"] == "done" for t in json.loads(result.stdout)["trials"])
+def _done_count():  # polled: read in-process (see helpers.show_now)
+    shown = show_now("fake")
+    return sum(t["status"] == "done" for t in shown["trials"]) if shown else 0
 
 
 def _running_with_points():
-    result = cli("show", "fake", "--json")
-    if result.returncode != 0:
-        return False
-    trials = json.loads(result.stdout)["trials"]
-    return any(t["status"] == "running" and t["last_step"] for t in trials)
+    shown = show_now("fake")
+    return bool(shown) and any(t["status"] == "running" and t["last_step"]
+                               for t in shown["trials"])
 
 
 def _fake_trials_alive():
