@@ -44,7 +44,8 @@ def test_a_failing_trial_is_recorded_with_its_cause_and_the_others_finish(home, 
     text = design.read_text().replace("quality: 0.3}", "quality: 0.3, fail_at: -1}")
     text = text.replace("better: {params: {quality: 0.8}}",
                         "better: {params: {quality: 0.8, fail_at: 3}}")
-    design.write_text(text)
+    # the default two retries, without the default 1 s + 2 s of waiting before them
+    design.write_text(text + "restart: {backoff: 0}\n")
     result = cli("run", str(design))
     assert result.returncode == 1
     assert "failed: better-s0, better-s1" in result.stdout
@@ -161,7 +162,9 @@ def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):
 
 
 def test_second_runner_on_the_same_experiment_is_refused(home, tmp_path):
-    design = fake_design(tmp_path, steps=50, sleep=0.2, seeds=1)
+    # The trials are held after step 1 (gates never opened): the first runner is still
+    # running when the second one asks, however long the machine takes to start it.
+    design = fake_design(tmp_path, steps=50, seeds=1, extra=_gate(tmp_path))
     first = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
