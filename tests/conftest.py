@@ -6,11 +6,21 @@ inside `helpers.shared_home(...)`, and gives each test LABCOAT_HOME pointing at 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from helpers import use_home
+
+# numpy/scipy's OpenBLAS starts a busy-waiting thread per core. The suite's arrays are
+# small, so on an idle machine the second thread buys nothing (tests/scaling + tests/stats:
+# 31.2 s with it, 30.2 s without), but on a shared one (trial subprocesses, a CI neighbour)
+# the spinning threads fight the other processes for the cores: tests/scaling/
+# test_coverage.py took 64 s in a loaded full run, 8 s alone. One thread unless the
+# environment says otherwise; set before numpy is first imported (OpenBLAS reads it once),
+# and inherited by the CLI subprocesses. torch (MKL, OMP_NUM_THREADS) is not affected.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 @pytest.fixture
