@@ -141,14 +141,29 @@ def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
     assert max(counts.values()) == 1 and len(counts) == 4 * 20
 
 
+def _interruptible_runner(design, **popen):
+    """`labcoat run DESIGN` in the background, where ctrl-c (SIGINT) means what it means at a
+    terminal even if this suite was itself started in the background: a shell's `cmd &`
+    sets SIGINT to ignored, children inherit that, and Python then never raises
+    KeyboardInterrupt."""
+    return subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **popen)
+
+
 def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):
     # Both trials are held after step 1 until the test opens their gates (after ctrl-c).
     design = fake_design(tmp_path, steps=50, seeds=1, parallelism=2, extra=_gate(tmp_path))
-    runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for(_running_with_points)
-    runner.send_signal(signal.SIGINT)
-    out, err = runner.communicate(timeout=30)
+    runner = _interruptible_runner(design, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+    try:
+        _wait_for(_running_with_points)
+        runner.send_signal(signal.SIGINT)
+        out, err = runner.communicate(timeout=30)
+    finally:  # a runner that did not stop must not wait at the gate forever
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
     assert runner.returncode == 130, (out, err)
     assert f"run `labcoat run {design}` again to finish the rest" in err
     trials = _show("fake")["trials"]
@@ -165,14 +180,15 @@ def test_second_runner_on_the_same_experiment_is_refused(home, tmp_path):
     # The trials are held after step 1 (gates never opened): the first runner is still
     # running when the second one asks, however long the machine takes to start it.
     design = fake_design(tmp_path, steps=50, seeds=1, extra=_gate(tmp_path))
-    first = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = _interruptible_runner(design, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(_running_with_points)
         second = cli("run", str(design))
         assert second.returncode == 2
         assert "already being run by another `labcoat run`" in second.stderr
     finally:
+        for quality in (0.3, 0.8):  # whatever becomes of the SIGINT, the trials can end
+            (tmp_path / f"gate-{quality}").touch()
         first.send_signal(signal.SIGINT)
         first.wait(timeout=30)
 
