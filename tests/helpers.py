@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # benchmarks/ import this module without pytest
+    import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAKE_TRIAL = FIXTURES / "fake_trial.py"
+
+
+def use_home(monkeypatch: pytest.MonkeyPatch, path: Path) -> Path:
+    """Point LABCOAT_HOME at `path` (SQLite store inside it) and clear every variable that
+    would send labcoat elsewhere (LABCOAT_DB) or make it act as a trial. Returns `path`."""
+    monkeypatch.setenv("LABCOAT_HOME", str(path))
+    monkeypatch.delenv("LABCOAT_DB", raising=False)
+    for var in ("LABCOAT_JOURNAL", "LABCOAT_TRIAL", "LABCOAT_EXPERIMENT", "LABCOAT_ATTEMPT"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+@contextmanager
+def shared_home(path: Path) -> Iterator[Path]:
+    """LABCOAT_HOME = `path`, isolated as the `home` fixture does, while a module-scoped
+    fixture builds the experiment its tests share (the environment is restored on exit).
+    Those tests must only read the store: each gets LABCOAT_HOME back with `use_home`."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield use_home(monkeypatch, path)
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 300,
@@ -22,6 +50,25 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300,
         raise AssertionError(f"labcoat {' '.join(args)} failed ({result.returncode}):\n"
                              f"{result.stdout}\n{result.stderr}")
     return result
+
+
+def show_now(name: str) -> dict | None:
+    """What `labcoat show NAME --json` prints, read in this process (None before the
+    experiment is registered): for tests that poll a running experiment, since a CLI call
+    per poll (~0.5 s of CPU) competes with the trials for the machine."""
+    from labcoat import report, store
+    from labcoat.errors import LabcoatError
+
+    db = store.open_store()
+    try:
+        with db.session() as session:
+            try:
+                exp = store.find_experiment(session, name)
+            except LabcoatError:  # not registered yet
+                return None
+            return json.loads(json.dumps(report.status_data(session, exp), default=str))
+    finally:
+        db.close()
 
 
 def fake_design(directory: Path, *, name: str = "fake", steps: int = 5, sleep: float = 0.0,

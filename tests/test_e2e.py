@@ -8,7 +8,7 @@ import sys
 import time
 from collections import Counter
 
-from helpers import cli
+from helpers import cli, show_now
 
 STEPS, EVAL_EVERY, EVAL_ITEMS, TASKS = 60, 30, 12, 10
 
@@ -32,12 +32,17 @@ def _trials():
     return json.loads(result.stdout)["trials"] if result.returncode == 0 else []
 
 
+def _trials_now():  # polled while trials train: read in-process (see helpers.show_now)
+    shown = show_now("warmup-demo")
+    return shown["trials"] if shown else []
+
+
 def test_init_run_kill_resume_report(home, tmp_path):
     design = _miniature(tmp_path / "exp")
     runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while not any(t["status"] == "done" for t in _trials()):
+    while not any(t["status"] == "done" for t in _trials_now()):
         assert time.monotonic() < deadline and runner.poll() is None, "no trial finished"
         time.sleep(0.2)
     runner.send_signal(signal.SIGKILL)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from helpers import FAKE_TRIAL, cli
+from helpers import FAKE_TRIAL, cli, shared_home, use_home
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory"
 
@@ -32,14 +32,24 @@ def _json(*args):
     return json.loads(cli(*args, check=True).stdout)
 
 
+@pytest.fixture(scope="module")
+def boom_home(tmp_path_factory):
+    """A home holding experiment "boom", run once for the module (the tests using it only
+    read it: diagnose, logs and export do not write to the store)."""
+    tmp = tmp_path_factory.mktemp("boom")
+    with shared_home(tmp / "home") as path:
+        design = _design(tmp, "boom", {"base": {}, "oom": {"oom_at": 4},
+                                       "nan": {"nan_at": 3}})
+        result = cli("run", str(design))
+        assert result.returncode == 1, result.stdout + result.stderr  # two trials failed
+    return path
+
+
 @pytest.fixture
-def failing(home, tmp_path):
+def failing(boom_home, monkeypatch):
     """Experiment "boom": base-s0 succeeds, oom-s0 dies of a CUDA OOM at step 4, nan-s0's
     loss is NaN from step 3 and it raises at step 5."""
-    design = _design(tmp_path, "boom", {"base": {}, "oom": {"oom_at": 4},
-                                        "nan": {"nan_at": 3}})
-    result = cli("run", str(design))
-    assert result.returncode == 1, result.stdout + result.stderr  # two trials failed
+    use_home(monkeypatch, boom_home)
     return "boom"
 
 
@@ -159,12 +169,24 @@ restart: {{retries: 0}}
     assert found["suspects"][0]["evidence"] == [f"the runner recorded: {found['end']}"]
 
 
-def _calm(tmp_path):
-    return _design(tmp_path, "calm", {"base": {}, "other": {"fault_rank": 1}}, steps=2)
+@pytest.fixture(scope="module")
+def calm_home(tmp_path_factory):
+    """A home holding experiment "calm" (two trials, neither fails), run once for the
+    module; its tests only read it."""
+    tmp = tmp_path_factory.mktemp("calm")
+    with shared_home(tmp / "home") as path:
+        design = _design(tmp, "calm", {"base": {}, "other": {"fault_rank": 1}}, steps=2)
+        cli("run", str(design), check=True)
+    return path
 
 
-def test_an_experiment_without_failures_has_nothing_to_diagnose(home, tmp_path):
-    cli("run", str(_calm(tmp_path)), check=True)
+@pytest.fixture
+def calm(calm_home, monkeypatch):
+    use_home(monkeypatch, calm_home)
+    return "calm"
+
+
+def test_an_experiment_without_failures_has_nothing_to_diagnose(calm):
     assert _json("diagnose", "calm", "--json") == {"experiment": "calm", "diagnoses": []}
     out = cli("diagnose", "calm", check=True).stdout
     assert "has no failed trials" in out and "labcoat diagnose calm/TRIAL" in out
@@ -189,8 +211,7 @@ BAD = [
 ]
 
 
-def test_bad_input_is_one_message_and_exit_code_2(home, tmp_path):
-    cli("run", str(_calm(tmp_path)), check=True)
+def test_bad_input_is_one_message_and_exit_code_2(calm):
     for args, message in BAD:
         result = cli(*args)
         said = " ".join(result.stderr.split())

@@ -1,5 +1,6 @@
 """`labcoat report`: numbers checked against scipy on the exported raw data."""
 
+import copy
 import json
 from collections import defaultdict
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from helpers import FAKE_TRIAL, cli, fake_design
+from helpers import FAKE_TRIAL, cli, fake_design, shared_home
 
 
 def _macro_per_trial(items):
@@ -23,16 +24,31 @@ def _macro_per_trial(items):
     return by_arm
 
 
+@pytest.fixture(scope="module")
+def finished_once(tmp_path_factory):
+    """One run of the fake design (loss a secondary metric), its `report --json`, exported
+    items and exported metric points, shared by the module's tests that check the report's
+    numbers against scipy on those exports."""
+    tmp = tmp_path_factory.mktemp("finished")
+    with shared_home(tmp / "home"):
+        design = fake_design(tmp, steps=3, seeds=3, parallelism=3, variant_quality=0.7)
+        design.write_text(design.read_text() + "secondary_metrics: [loss]\n")
+        cli("run", str(design), check=True)
+        items = [json.loads(line)
+                 for line in cli("export", "fake", "--items").stdout.splitlines()]
+        points = [json.loads(line) for line in cli("export", "fake").stdout.splitlines()]
+        report = json.loads(cli("report", "fake", "--json", check=True).stdout)
+        return report, items, points
+
+
 @pytest.fixture
-def finished(home, tmp_path):
-    design = fake_design(tmp_path, steps=3, seeds=3, parallelism=3, variant_quality=0.7)
-    cli("run", str(design), check=True)
-    items = [json.loads(line) for line in cli("export", "fake", "--items").stdout.splitlines()]
-    return json.loads(cli("report", "fake", "--json", check=True).stdout), items
+def finished(finished_once):
+    """(report, items, points): a copy per test, so no test sees another's changes."""
+    return copy.deepcopy(finished_once)
 
 
 def test_arm_intervals_and_welch_difference_match_scipy(finished):
-    report, items = finished
+    report, items, _ = finished
     by_arm = _macro_per_trial(items)
     arms = {a["arm"]: a for a in report["results"][0]["arms"]}
     for arm, values in by_arm.items():
@@ -51,7 +67,7 @@ def test_arm_intervals_and_welch_difference_match_scipy(finished):
 
 
 def test_paired_item_difference_matches_a_hand_computation(finished):
-    report, items = finished
+    report, items, _ = finished
     per_task = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for row in items:
         per_task[row["task"]][row["arm"]][row["item"]].append(row["score"])
@@ -95,7 +111,7 @@ def test_per_task_family_and_pooled_effect_match_statsmodels(finished):
     from statsmodels.stats.meta_analysis import combine_effects
     from statsmodels.stats.multitest import multipletests
 
-    report, items = finished
+    report, items, _ = finished
     per = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for row in items:
         per[row["task"]][row["arm"]][row["trial"]].append(row["score"])
@@ -133,7 +149,7 @@ def _diff(per_arm):
 
 
 def test_runs_by_tasks_aggregates_and_improvement_match_scipy(finished):
-    report, items = finished
+    report, items, _ = finished
     per = defaultdict(lambda: defaultdict(list))  # (arm, trial) -> task -> scores
     for row in items:
         per[(row["arm"], row["trial"])][row["task"]].append(row["score"])
@@ -204,12 +220,8 @@ parallelism: 3
     assert report["results"][0]["comparisons"][0]["verdict"] == "supported"
 
 
-def test_secondary_metrics_are_described_per_arm(home, tmp_path):
-    design = fake_design(tmp_path, steps=3, seeds=3, parallelism=3)
-    design.write_text(design.read_text() + "secondary_metrics: [loss]\n")
-    cli("run", str(design), check=True)
-    report = json.loads(cli("report", "fake", "--json", check=True).stdout)
-    points = [json.loads(x) for x in cli("export", "fake").stdout.splitlines()]
+def test_secondary_metrics_are_described_per_arm(finished):
+    report, _, points = finished
     last = [p["value"] for p in points if p["arm"] == "base" and p["step"] == 3]
     found = report["secondary"]["loss"]["base"]
     low, high = sps.t.interval(0.95, len(last) - 1, loc=np.mean(last), scale=sps.sem(last))

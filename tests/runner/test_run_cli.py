@@ -7,7 +7,7 @@ import sys
 import time
 from collections import Counter
 
-from helpers import FAKE_TRIAL, cli, fake_design
+from helpers import FAKE_TRIAL, cli, fake_design, show_now
 
 
 def _show(name):
@@ -44,7 +44,8 @@ def test_a_failing_trial_is_recorded_with_its_cause_and_the_others_finish(home, 
     text = design.read_text().replace("quality: 0.3}", "quality: 0.3, fail_at: -1}")
     text = text.replace("better: {params: {quality: 0.8}}",
                         "better: {params: {quality: 0.8, fail_at: 3}}")
-    design.write_text(text)
+    # the default two retries, without the default 1 s + 2 s of waiting before them
+    design.write_text(text + "restart: {backoff: 0}\n")
     result = cli("run", str(design))
     assert result.returncode == 1
     assert "failed: better-s0, better-s1" in result.stdout
@@ -108,14 +109,26 @@ seeds: 1
     assert "journal.jsonl:4: skipped: malformed 'log' record (metric 'loss' is 'abc'" in messages[1]
 
 
+def _gate(tmp_path, *open_for):
+    """`--wait-for` flags holding each trial after its step 1 until the test creates
+    GATE-<quality> (its arm's file; those of `open_for` qualities exist from the start): the
+    test decides when a trial may finish instead of guessing how long the machine takes."""
+    for quality in open_for:
+        (tmp_path / f"gate-{quality}").touch()
+    return f"--wait-for {tmp_path}/gate-{{quality}}"
+
+
 def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
-    # Each pair of trials runs 10 s: time for a few `labcoat show` polls on a loaded machine.
-    design = fake_design(tmp_path, steps=20, sleep=0.5, seeds=2, parallelism=2)
+    # base trials run through; better trials log step 1 and are held there, so the runner is
+    # killed with two trials done and two running with points, however loaded the machine.
+    design = fake_design(tmp_path, steps=20, seeds=2, parallelism=2,
+                         extra=_gate(tmp_path, 0.3))
     runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(lambda: _done_count() >= 2 and _running_with_points())
     runner.send_signal(signal.SIGKILL)
     runner.wait()
+    (tmp_path / "gate-0.8").touch()
     before = {t["key"]: t for t in _show("fake")["trials"]}
     finished_before = {k for k, t in before.items() if t["status"] == "done"}
     assert finished_before and len(finished_before) < 4
@@ -128,33 +141,54 @@ def test_killed_runner_resumes_without_rerunning_or_duplicating(home, tmp_path):
     assert max(counts.values()) == 1 and len(counts) == 4 * 20
 
 
+def _interruptible_runner(design, **popen):
+    """`labcoat run DESIGN` in the background, where ctrl-c (SIGINT) means what it means at a
+    terminal even if this suite was itself started in the background: a shell's `cmd &`
+    sets SIGINT to ignored, children inherit that, and Python then never raises
+    KeyboardInterrupt."""
+    return subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **popen)
+
+
 def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):
-    design = fake_design(tmp_path, steps=50, sleep=0.2, seeds=1, parallelism=2)
-    runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for(_running_with_points)
-    runner.send_signal(signal.SIGINT)
-    out, err = runner.communicate(timeout=30)
+    # Both trials are held after step 1 until the test opens their gates (after ctrl-c).
+    design = fake_design(tmp_path, steps=50, seeds=1, parallelism=2, extra=_gate(tmp_path))
+    runner = _interruptible_runner(design, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+    try:
+        _wait_for(_running_with_points)
+        runner.send_signal(signal.SIGINT)
+        out, err = runner.communicate(timeout=30)
+    finally:  # a runner that did not stop must not wait at the gate forever
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
     assert runner.returncode == 130, (out, err)
     assert f"run `labcoat run {design}` again to finish the rest" in err
     trials = _show("fake")["trials"]
     assert {t["status"] for t in trials} == {"pending"}
     assert {t["cause"] for t in trials} == {"interrupted (labcoat run was stopped)"}
     assert not _fake_trials_alive()
+    for quality in (0.3, 0.8):
+        (tmp_path / f"gate-{quality}").touch()
     cli("run", str(design), check=True)
     assert {t["status"] for t in _show("fake")["trials"]} == {"done"}
 
 
 def test_second_runner_on_the_same_experiment_is_refused(home, tmp_path):
-    design = fake_design(tmp_path, steps=50, sleep=0.2, seeds=1)
-    first = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # The trials are held after step 1 (gates never opened): the first runner is still
+    # running when the second one asks, however long the machine takes to start it.
+    design = fake_design(tmp_path, steps=50, seeds=1, extra=_gate(tmp_path))
+    first = _interruptible_runner(design, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(_running_with_points)
         second = cli("run", str(design))
         assert second.returncode == 2
         assert "already being run by another `labcoat run`" in second.stderr
     finally:
+        for quality in (0.3, 0.8):  # whatever becomes of the SIGINT, the trials can end
+            (tmp_path / f"gate-{quality}").touch()
         first.send_signal(signal.SIGINT)
         first.wait(timeout=30)
 
@@ -169,19 +203,15 @@ def test_changing_the_params_of_recorded_trials_is_refused(home, tmp_path):
     assert "new `name:`" in result.stderr
 
 
-def _done_count():
-    result = cli("show", "fake", "--json")
-    if result.returncode != 0:
-        return 0
-    return sum(t["status"] == "done" for t in json.loads(result.stdout)["trials"])
+def _done_count():  # polled: read in-process (see helpers.show_now)
+    shown = show_now("fake")
+    return sum(t["status"] == "done" for t in shown["trials"]) if shown else 0
 
 
 def _running_with_points():
-    result = cli("show", "fake", "--json")
-    if result.returncode != 0:
-        return False
-    trials = json.loads(result.stdout)["trials"]
-    return any(t["status"] == "running" and t["last_step"] for t in trials)
+    shown = show_now("fake")
+    return bool(shown) and any(t["status"] == "running" and t["last_step"]
+                               for t in shown["trials"])
 
 
 def _fake_trials_alive():

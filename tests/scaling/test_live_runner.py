@@ -4,7 +4,9 @@ live and stored; the same scale on the law's path gets none.
 
 The fake trial's loss is 1.5 + 8 N^-0.5 + 20 (1000 step)^-0.5 with 0.5% noise
 (exactly the chinchilla form in N = width and D = 1000 step); in the `drift` arm
-the width-256 trial's loss is 25% above that from step 15 on.
+the width-256 trial's loss is 25% above that from step 15 on. Only the width-256 trials
+take time (0.05 s a step), so the runner polls them several times while they run; the
+smaller scales only have to finish first.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ hypothesis:
   direction: decrease
 command: "{{python}} {FAKE_TRIAL} --steps 30 --seed {{seed}} --power-law {{width}} \
   --tokens-per-step {{tokens_per_step}} --off-path-at {{drift_at}} --off-path-above 100 \
-  --sleep 0.05"
+  --sleep 0.05 --sleep-above 100"
 params: {{width: 16, tokens_per_step: 1000, drift_at: -1}}
 arms:
   base: {{control: true}}

@@ -151,7 +151,9 @@ def test_unknown_names_are_404_with_the_reason(app: TestClient) -> None:
 def test_the_experiment_page_is_live_while_trials_run(home: Path, tmp_path: Path) -> None:
     """A real run in the background: the page reloads itself while a trial runs, then
     shows the verdict once every trial has finished."""
-    design = fake_design(tmp_path, steps=6, sleep=0.4, seeds=2, parallelism=4)
+    # every trial waits after its step 1 until the test has seen the page live
+    gate = tmp_path / "gate"
+    design = fake_design(tmp_path, steps=6, seeds=2, parallelism=4, extra=f"--wait-for {gate}")
     run = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design), "--plain"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -165,6 +167,7 @@ def test_the_experiment_page_is_live_while_trials_run(home: Path, tmp_path: Path
                 break
             time.sleep(0.2)
         assert "<meta http-equiv='refresh' content='3'>" in page, "never saw it running"
+        gate.touch()
         assert run.wait(timeout=300) == 0, run.stderr.read()
         done = app.get("/experiments/fake").text
         assert "http-equiv='refresh'" not in done and ">done<" in done
