@@ -3,6 +3,9 @@ about one backend runs on both): migrations, WAL, idempotent upserts, indexes, b
 
 import math
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -65,6 +68,26 @@ def test_reopening_a_migrated_store_keeps_its_data(db_backend):
     with second.session() as session:
         assert store.find_experiment(session, "keep").name == "keep"
     second.close()
+
+
+_OPEN_AT = """
+import sys, time
+from labcoat import store
+while time.time() < float(sys.argv[2]):
+    time.sleep(0.001)
+store.open_store(sys.argv[1]).close()
+"""
+
+
+def test_processes_opening_a_new_sqlite_store_together_all_succeed(tmp_path):
+    """They race to create the tables; one migrates while the others wait for it."""
+    for attempt in range(3):
+        url = f"sqlite:///{tmp_path / f'fresh-{attempt}.db'}"
+        start = time.time() + 2.0  # after every interpreter has started
+        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AT, url, str(start)],
+                                  stderr=subprocess.PIPE, text=True) for _ in range(6)]
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 6, "\n".join(errors)
 
 
 def test_upserts_never_duplicate_and_later_values_win(db):

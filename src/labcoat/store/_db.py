@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect
@@ -145,7 +148,8 @@ def migrate(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     head = ScriptDirectory.from_config(config).get_current_head()
-    with engine.begin() as connection:
+    with sqlite_migration_lock(engine.url.database if engine.dialect.name == "sqlite"
+                               else None), engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             # Runners starting together on a fresh database would each create the tables;
             # the first migrates while the others wait, then find the schema current.
@@ -154,6 +158,24 @@ def migrate(engine: Engine) -> None:
             return
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+@contextmanager
+def sqlite_migration_lock(database: str | None) -> Iterator[None]:
+    """Serialize schema migrations of one SQLite file across processes (blocking): processes
+    opening a new store together would otherwise each create the tables.
+
+    A file of its own, locked with flock: closing any descriptor of the runners' lock file
+    (store._locks) would drop this process's POSIX locks on it."""
+    if database in (None, "", ":memory:"):
+        yield
+        return
+    fd = os.open(f"{database}.migration-lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _current_revision(connection) -> str | None:
