@@ -111,4 +111,3 @@ def _sqlite_lock(db: Store, name: str) -> Iterator[None]:
             fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
     finally:
         os.close(fd)
-

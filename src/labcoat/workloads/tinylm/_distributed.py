@@ -37,7 +37,7 @@ class Group:
 
     rank: int = 0
     world: int = 1
-    # The DDP wrapper, held here only: see `data_parallel` for why it must die first.
+    # The DDP wrapper, held here only: see `unwrap` for why it must be freed first.
     _wrapped: list[torch.nn.Module] = field(default_factory=list, repr=False, compare=False)
 
     @property
