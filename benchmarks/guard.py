@@ -54,13 +54,19 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
             "alerts": [(a.step, a.rule, a.severity) for a in result.alerts]}
 
 
+def _options(args: argparse.Namespace) -> dict[str, int]:
+    """Guard options given on the command line (the guard's defaults for the others)."""
+    given = {"check_every": args.check_every, "grad_norm_every": args.grad_norm_every}
+    return {name: value for name, value in given.items() if value}
+
+
 def detection(args: argparse.Namespace) -> None:
     from labcoat.workloads.tinylm import FAULTS
 
     config = {"dropout": 0.1, "steps": args.steps, "eval_every": 50, "eval_items": 10,
               "threads": 1}
     rng = random.Random(20261202)
-    base = {"check_every": args.check_every} if args.check_every else {}
+    base = _options(args)
     jobs = [{"fault": None, "seed": s, "k": 0, "options": base, "label": "clean",
              "config": {**config, "seed": s}} for s in range(args.seeds)]
     for name in FAULTS:
@@ -138,7 +144,7 @@ def overhead(args: argparse.Namespace) -> None:
         opt = build_optimizer(model, cfg)
         stream = TrainStream(cfg.seed_for("data"), eval_set.held_out(), cfg.tasks)
         faults = Injector(None, model, opt, eval_set, stream, len(VOCAB))
-        options = {"check_every": args.check_every} if args.check_every else {}
+        options = _options(args)
         guard = _watch(options or guarded, cfg, model, opt, None, eval_set, start_step=0) \
             if guarded else None
         return {"model": model, "opt": opt, "stream": stream, "faults": faults, "guard": guard,
@@ -194,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overhead-steps", type=int, default=1000)
     parser.add_argument("--check-every", type=int, default=None,
                         help="the guard's check_every (default: the guard's default)")
+    parser.add_argument("--grad-norm-every", type=int, default=None,
+                        help="the guard's grad_norm_every (default: the guard's default)")
     parser.add_argument("--skip", choices=("detection", "overhead"), action="append", default=[])
     parser.add_argument("--quick", action="store_true", help="2 clean seeds, 1 per fault")
     args = parser.parse_args(argv)
