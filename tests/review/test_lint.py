@@ -69,6 +69,8 @@ def test_a_sound_design_has_no_findings(tmp_path):
      "seeds: 5\nbudget: {max_cpu_hours: 1, trial_minutes: 10}", "budget:"),
     ("undeclared-param", "error", "{warmup: 500}", "{warmpu: 500}", "  warmup: {params"),
     ("unknown-key", "error", "seeds: 5", "seeds: 5\nseedz: 3", "seedz:"),
+    ("unused-eval-budget", "error", "eval: {every: 200}", "eval: {every: 200, budget: 0}",
+     "eval:"),
 ])
 def test_each_rule_fires_on_its_flaw(tmp_path, rule, severity, old, new, at):
     text = _edit(old, new)

@@ -24,7 +24,7 @@ def _design(tmp_path, name):
     path.write_text(f"""name: {name}
 hypothesis: {{claim: c, metric: loss, direction: decrease}}
 command: "{{python}} -m labcoat.workloads.tinylm --steps 240 --width 32 --dropout 0.1
-  --eval-every 80 --eval-items 10 --checkpoint-every 20 --seed {{seed}} --lr {{lr}}
+  --eval-every 80 --eval-items 10 --eval-budget 0 --checkpoint-every 20 --seed {{seed}} --lr {{lr}}
   --save-final {{final}}/{{trial}}.pt"
 params: {{lr: 0.01, final: "{final}"}}
 arms: {{a: {{control: true}}, b: {{params: {{lr: 0.005}}}}}}

@@ -82,7 +82,7 @@ def _design(root: Path, name: str, *, resources: str = "") -> tuple[Path, Path]:
     path.write_text(f"""name: {name}
 hypothesis: {{claim: c, metric: loss, direction: decrease}}
 command: "{{python}} -m labcoat.workloads.tinylm --steps 240 --width 16 --depth 1 --heads 2
-  --batch-size 16 --eval-every 120 --eval-items 5 --checkpoint-every 10 --threads 1
+  --batch-size 16 --eval-every 120 --eval-items 5 --eval-budget 0 --checkpoint-every 10 --threads 1
   --seed {{seed}} --lr 0.01 --save-final {{final}}/{{label}}.pt"
 params: {{label: a, final: "{final}"}}
 arms: {{a: {{control: true}}, b: {{params: {{label: b}}}}}}

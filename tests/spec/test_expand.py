@@ -72,7 +72,7 @@ def test_packaged_example_expands_arms_times_seeds() -> None:
     assert trials[4].command == [
         "py", "-m", "labcoat.workloads.tinylm",
         "--steps", "3000", "--lr", "0.02", "--warmup", "500", "--seed", "1",
-        "--eval-every", "300", "--eval-items", "100",
+        "--eval-every", "300", "--eval-items", "100", "--eval-budget", "0.05",
     ]
 
 

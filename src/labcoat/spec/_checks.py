@@ -108,6 +108,11 @@ def _command(design: Design) -> list[Problem]:
             key = "every" if name == "eval_every" else "items_per_task"
             problems.append(Problem("undeclared-eval", ("command",), f"command uses {{{name}}} "
                                     f"but the design declares no `eval: {{{key}: ...}}`"))
+    if design.eval and design.eval.budget is not None and "eval_budget" not in fields:
+        problems.append(Problem("unused-eval-budget", ("eval", "budget"), "the design declares "
+                                "`eval.budget` but the command never passes {eval_budget}, so "
+                                "trials would not get it; add e.g. `--eval-budget {eval_budget}` "
+                                "to the command or remove `budget`"))
     return problems
 
 
