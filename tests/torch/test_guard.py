@@ -261,6 +261,32 @@ def test_steps_a_grad_scaler_skips_are_expected() -> None:
     assert guard.alerts == [] and guard.steps_seen == 7
 
 
+def _drop_hidden_grad(model: nn.Module) -> None:
+    model.hidden.weight.grad = None  # as if the layer were cut off from the loss
+
+
+def test_gradients_that_stop_reaching_a_layer_or_every_layer() -> None:
+    loop = Loop().run(8)  # learned over the first 5 check steps
+    loop.train_step(after_backward=_drop_hidden_grad)
+    assert loop.first("grad.missing") == 9
+    (alert,) = [a for a in loop.guard.alerts if a.rule == "grad.missing"]
+    assert alert.evidence["params"] == ["hidden.weight"] and "cut off" in alert.message
+    late = Loop().run(8)
+    late.train_step(after_backward=lambda model: late.opt.zero_grad(set_to_none=True))
+    assert late.first("grad.missing") == 9
+    assert "no parameter had a gradient" in late.guard.alerts[0].message
+    sparse = Loop(check_every=21).run(110)  # between check steps: the count of gradients
+    sparse.train_step(after_backward=_drop_hidden_grad)
+    assert sparse.first("grad.missing") == 111
+
+
+def test_a_layer_used_now_and_then_is_not_missing_its_gradient() -> None:
+    loop = Loop()
+    for step in range(1, 41):
+        loop.train_step(after_backward=_drop_hidden_grad if step % 3 == 0 else None)
+    assert "grad.missing" not in loop.rules
+
+
 def test_parameter_missing_from_the_optimizer() -> None:
     loop = Loop().run(3)
     group = loop.opt.param_groups[0]
@@ -374,7 +400,7 @@ def test_a_weight_rescaled_between_check_steps_is_a_norm_jump() -> None:
 
 
 def test_sparse_check_steps_judge_norm_jumps_after_about_100_steps() -> None:
-    """check_every=20 (the default): 5 intervals of history are enough (10 would be 200
+    """check_every=20 (about the default): 5 intervals of history are enough (10 would be 200
     steps, later than many a bug)."""
     loop = Loop(check_every=20, min_history=20, window=100).run(122)
     with torch.no_grad():
@@ -479,6 +505,32 @@ def test_repeated_batch_and_batch_size_collapse() -> None:
     assert small.first("data.batch_size") == 14
 
 
+def test_a_batch_repeated_a_few_steps_later_and_doubled_batches_at_the_default_interval() -> None:
+    loop = Loop().run(12)
+    again = loop.batch()
+    loop.train_step(again)
+    loop.run(3)
+    loop.train_step(again)  # a loader looping over four batches
+    assert loop.first("data.repeated_batch") == 17
+    assert "4 steps earlier" in loop.guard.alerts[0].message
+    doubled = Loop(check_every=21).run(29)  # default interval: only steps 20-21, 41-42, ...
+    for _ in range(20):  # are hashed; from step 30 every batch comes twice (loader workers)
+        batch = doubled.batch()
+        doubled.train_step(batch)
+        doubled.train_step(batch)
+    assert doubled.first("data.repeated_batch") in (42, 63)  # an even interval could miss all
+
+
+def test_a_loss_mask_that_breaks_mid_run() -> None:
+    loop = Loop().run(12)
+    inputs, labels = loop.batch()
+    labels = labels.clone()  # a view of the inputs' sequence
+    labels[4:] = -100  # a collate bug masks half the batch
+    loop.train_step((inputs, labels))
+    assert loop.first("data.label_mask") == 13
+    assert "part of the batch masked out" in loop.guard.alerts[0].message
+
+
 def test_labels_not_shifted_or_shifted_twice() -> None:
     loop = Loop(labels_shifted=True).run(3)
     inputs, _ = loop.batch()
@@ -571,7 +623,7 @@ def test_settings_are_validated_with_the_fix() -> None:
         GuardConfig(stop_on="fatal")
     with pytest.raises(GuardError, match="recompute_every=5 needs loss_fn"):
         GuardConfig(recompute_every=5)
-    with pytest.raises(GuardError, match="causal_every=15 must be a multiple of check_every=20"):
+    with pytest.raises(GuardError, match="causal_every=15 must be a multiple of check_every=21"):
         GuardConfig(causal_every=15)
     with pytest.raises(GuardError, match="grad_norm_every=0 must be an integer >= 1"):
         GuardConfig(grad_norm_every=0)

@@ -11,8 +11,11 @@ Rules (family ``data``):
                                     running average (a different tokenizer or vocabulary,
                                     the wrong data file): robust z > spike_z, or > spike_z/2
                                     at 3 checks running
-    data.repeated_batch   error     a batch made of the previous step's rows (a stuck or
-                                    duplicating data loader)
+    data.repeated_batch   error     a batch made of the rows of one recent hashed batch
+                                    (the previous step's, or one of the last 8 hashed): a
+                                    stuck or duplicating loader, or one looping over a few
+                                    batches (an unshuffled loop over fewer batches than that
+                                    on purpose: disable the rule)
     data.batch_size       warning   examples per step collapsed below half their median
                                     for 2 steps running (a sharding or drop_last bug)
     data.label_leak       error     labels equal the inputs at the same or an earlier
@@ -20,6 +23,11 @@ Rules (family ``data``):
                                     shift is missing, or reversed)
     data.label_offset     error     labels aligned differently than declared or than at the
                                     run's start (shifted twice: predicting two tokens ahead)
+    data.label_mask       error     the share of label positions that count in the loss, or
+                                    of rows with none, jumped from its history (robust z >
+                                    spike_z, or > spike_z/2 at 3 checks running): part of
+                                    the batch masked out, answers truncated away, or
+                                    padding/prompts trained on
     data.eval_leak        error     a training row equal to a registered eval item
 
 The batch is the watched model's input (first tensor argument, or
@@ -47,11 +55,16 @@ from labcoat.torch._context import Check, Context, Forward, Record, Step
 from labcoat.torch._measure import _position_weights, item_hashes, row_hashes
 from labcoat.torch._robust import RobustWindow
 
-REPEAT_SHARE = 0.9  # a batch with this share of its rows in recent batches is a repeat
+REPEAT_SHARE = 0.9  # a batch with this share of the rows of one recent batch is a repeat
+REPEAT_BATCHES = 8  # hashed batches kept (check steps and the steps before: ~4 intervals)
 HIST_DECAY = 0.95  # the reference token histogram forgets this much per check step (slowly:
 # after a real shift the distance stays high for several checks instead of fading in one)
 PERSIST = 3  # checks running above spike_z / 2 also make a token shift
 ALIGNED = 0.5  # labels "aligned" at an offset when surely (Wilson, z=3) half equal that input
+LABEL_FLOOR = 0.02  # the labelled share's scale is at least 2% of its median (packed data:
+# every position labelled, no spread at all)
+LABEL_CHECKS = 5  # check steps of history before the label shares are judged (~100 steps)
+EMPTY_FLOOR = 0.02  # ... and the share of rows without labels at least 2% of the rows
 LABEL_ROWS = 16  # rows of a batch the label checks look at (each has many positions)
 
 
@@ -67,6 +80,8 @@ class Data(Check):
         "data.batch_size": "collapsing batch size: a sharding, drop_last or collate bug",
         "data.label_leak": "labels visible in the inputs: the next-token shift missing",
         "data.label_offset": "labels shifted twice or otherwise realigned mid-run",
+        "data.label_mask": "the loss mask broke: part of the batch masked out, or padding "
+                           "or prompts trained on",
         "data.eval_leak": "evaluation items in the training data: contaminated eval",
     }
 
@@ -86,14 +101,20 @@ class Data(Check):
         self.hist: torch.Tensor | None = None  # running token shares, at check steps
         self.host: dict[int, tuple[Any, Any, Any]] = {}  # forward index -> CPU batch values
         self.tv = RobustWindow(cfg.window, abs_floor=1e-3)
+        self.label_shares = RobustWindow(cfg.window, rel_floor=LABEL_FLOOR)
+        self.label_empty = RobustWindow(cfg.window, abs_floor=EMPTY_FLOOR)  # rows: no label
+        self.label_high = 0  # label-mask checks running above spike_z / 2
         self.sizes: collections.deque[int] = collections.deque(maxlen=cfg.window)
         self.small = 0
         self.high = 0  # token-shift checks running above spike_z / 2
         self.size_step = -1
         # measured at check steps only: judge after fewer samples than a per-step window
         self.min_samples = max(5, cfg.min_history // 2)
-        self.recent: collections.deque[set[int]] = collections.deque(maxlen=1)
-        self.recent_step = -1  # the step of the last hashed batch
+        # the rows of the last REPEAT_BATCHES hashed batches: (step, row hashes), and each
+        # row's latest step among them
+        self.recent: collections.deque[tuple[int, list[int]]] = collections.deque(
+            maxlen=REPEAT_BATCHES)
+        self.last_seen: dict[int, int] = {}
         self.eval_hashes: torch.Tensor | None = None  # on the model's device
         self.eval_set: set[int] = set()  # the same hashes, for CPU inputs
         self.size_median = 0.0
@@ -255,20 +276,29 @@ class Data(Check):
             self._token_shift(number, drift)
 
     def _repeats(self, number: int, listed: list[int]) -> None:
-        current = set(listed)
-        if self.recent_step < number - 1:  # only batches of the steps just before count
-            self.recent.clear()
-        self.recent_step = number
-        if len(listed) >= 2 and self.recent:
-            seen = self.recent[0]
-            share = sum(r in seen for r in listed) / len(listed)
+        """A batch made of the rows of one recently hashed batch (REPEAT_BATCHES kept)."""
+        last = self.last_seen
+        earlier = collections.Counter(last[r] for r in listed if r in last)
+        if len(listed) >= 2 and earlier:
+            (before, count), = earlier.most_common(1)
+            share = count / len(listed)
             if share >= REPEAT_SHARE:
+                where = {number: f"another batch of step {number}",
+                         number - 1: f"step {before}'s batch"}.get(
+                    before, f"step {before}'s batch ({number - before} steps earlier)")
                 self.ctx.alert(
                     "data.repeated_batch", "error",
-                    f"the batch at step {number} repeats {share:.0%} of the rows of step "
-                    f"{number - 1}'s batch: the data loader is stuck or duplicating",
-                    step=number, evidence={"share": share, "rows": len(listed)})
-        self.recent.append(current)
+                    f"the batch at step {number} repeats {share:.0%} of the rows of {where}: "
+                    "the data loader is stuck, duplicating or looping over a few batches",
+                    step=number, evidence={"share": share, "rows": len(listed),
+                                           "earlier_step": before})
+        if len(self.recent) == self.recent.maxlen:  # forget the oldest batch's rows
+            old_step, old_rows = self.recent[0]
+            for r in old_rows:
+                if last.get(r) == old_step:
+                    del last[r]
+        self.recent.append((number, listed))
+        last.update(dict.fromkeys(listed, number))
 
     def _batch_size(self, number: int, total: int) -> None:
         if len(self.sizes) >= self.min_samples:
@@ -312,6 +342,7 @@ class Data(Check):
         pair = _inputs_and_labels(rec.batch)
         if pair is None:
             return
+        self._label_share(rec.step, pair[1])
         inputs, labels = pair[0][:LABEL_ROWS], pair[1][:LABEL_ROWS]
         if inputs.device.type == "cpu":  # NumPy: a dozen tiny ops, ~20% under torch's
             counts = _label_counts_host(inputs.numpy(), labels.numpy(),
@@ -319,6 +350,43 @@ class Data(Check):
         else:
             counts = self._label_counts(inputs, labels)
         self._judge_labels(rec, counts)
+
+    def _label_share(self, number: int, labels: torch.Tensor) -> None:
+        """data.label_mask: the share of labelled positions, and of rows with none, each
+        against its own history."""
+        ignore = self.ctx.config.ignore_index
+        if labels.device.type == "cpu":
+            mask = labels.numpy() != ignore
+            share, empty = mask.mean(), 1.0 - mask.any(axis=1).mean()
+        else:
+            mask = labels != ignore
+            share, empty = torch.stack([mask.float().mean(),
+                                        1.0 - mask.any(dim=1).float().mean()]).tolist()
+        judged = [(name, value, window.z(value)) for name, value, window in (
+            ("share", float(share), self.label_shares), ("empty", float(empty), self.label_empty))
+            if len(window) >= LABEL_CHECKS]
+        worst = max(judged, key=lambda j: abs(j[2]), default=None)
+        if worst is not None:
+            name, value, z = worst
+            self.label_high = self.label_high + 1 if abs(z) > self.ctx.config.spike_z / 2 else 0
+            if abs(z) > self.ctx.config.spike_z or self.label_high >= PERSIST:
+                self._label_alert(number, name, value, z)
+        self.label_shares.push(float(share))
+        self.label_empty.push(float(empty))
+
+    def _label_alert(self, number: int, name: str, value: float, z: float) -> None:
+        window = self.label_shares if name == "share" else self.label_empty
+        median = window.median
+        what = ("of the label positions count in the loss" if name == "share" else
+                "of the rows have no label position at all")
+        fewer = (value < median) == (name == "share")
+        self.ctx.alert(
+            "data.label_mask", "error",
+            f"{value:.0%} {what} in step {number}'s batch, against a median {median:.0%} "
+            f"(robust z {z:.0f}): the loss mask broke (" + (
+                "part of the batch masked out, or answers truncated away" if fewer else
+                "padding or prompts now trained on") + ")",
+            step=number, evidence={name: value, "median": median, "robust_z": round(z, 1)})
 
     def _label_counts(self, inputs: torch.Tensor, labels: torch.Tensor) -> list[int]:
         with torch.no_grad():

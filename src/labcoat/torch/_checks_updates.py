@@ -15,6 +15,11 @@ are judged at check steps (every ``check_every`` steps), the others at every ste
     optimizer.step_counter    error     optimizer state reset, or its step counter off
     trainable.frozen          error     a trainable (or declared trainable) parameter is frozen
     trainable.unfrozen        error     a declared-frozen parameter changed
+    grad.missing              error     parameters that had a gradient at every step so far
+                                        (learned over FED_CHECKS check steps) get none, or an
+                                        all-zero one: detached from the loss (a .detach(), a
+                                        no_grad block, a skipped module) or zero_grad() between
+                                        backward and step
     grad.not_reset            error     gradients carried over from the previous step
                                         (optimizer.zero_grad() missing)
     grad.accumulation         error     backward passes per optimizer step differ from the
@@ -56,6 +61,7 @@ from labcoat.torch._robust import MAD_TO_SIGMA
 
 LEARN_STEPS = 3  # steps that fix learned cadences (backward passes per step, scheduler steps)
 NORM_RTOL = 1e-6  # norms closer than this are "unchanged" (rounding of a re-run reduction)
+FED_CHECKS = 5  # check steps in which a parameter must have had a gradient (grad.missing)
 JUMP_CHECKS = 20  # check intervals of |log norm ratio| kept per parameter (update.norm_jump)
 JUMP_FLOOR = 0.1  # floor of the robust scale of those ratios, in log units (10%)
 JUMP_MIN = math.log(2)  # and a jump is at least a factor 2, whatever the history
@@ -85,6 +91,8 @@ class Updates(Check):
                                   "correction restarts: a silent lr spike)",
         "trainable.frozen": "a layer frozen by mistake (requires_grad turned off)",
         "trainable.unfrozen": "a layer declared frozen that is being trained",
+        "grad.missing": "parameters that always had a gradient get none: cut off from the "
+                        "loss (.detach(), no_grad, a skipped module), zero_grad() before step()",
         "grad.not_reset": "missing optimizer.zero_grad(): gradients accumulate across steps",
         "grad.accumulation": "a changed number of backward passes per optimizer step: skipped "
                              "optimizer steps, a wrong accumulation condition",
@@ -116,6 +124,9 @@ class Updates(Check):
         self.state_size = 0
         self.scale: float | None = None  # the grad scaler's scale at the previous step
         self.checksum_prev: np.ndarray | None = None
+        self.fed: np.ndarray | None = None  # a non-zero gradient at every check step so far
+        self.fed_checks = 0
+        self.fed_count = 0  # how many: fewer gradients at a step means some went missing
         self.jump_norms: np.ndarray | None = None  # parameter norms at the last check step
         self.jump_step = 0  # ... and its number
         self.jumps: collections.deque[np.ndarray] = collections.deque(maxlen=JUMP_CHECKS)
@@ -158,6 +169,8 @@ class Updates(Check):
         if step.requires_grad != self.last_rg:
             self._trainability(step)
             self.last_rg = step.requires_grad
+        if step.check or step.grad_count < self.fed_count:
+            self._missing_grads(step)
         self._reset_and_accumulation(step)
         self._learning_rate(step)
         self._optimizer_state(step)
@@ -220,6 +233,37 @@ class Updates(Check):
             self._once("trainable.frozen", "error", declared, step.number,
                        lambda names: f"{names} are declared trainable but are frozen or not in "
                                      "the optimizer")
+
+    def _missing_grads(self, step: Step) -> None:
+        """grad.missing: learned over the first FED_CHECKS check steps, then judged at check
+        steps (gradient norms: absent or all zero) and at any step with fewer gradients than
+        the parameters that always had one (absent)."""
+        params = self.ctx.params
+        if self.fed is not None and len(self.fed) != len(params):
+            self.fed, self.fed_checks, self.fed_count = None, 0, 0  # the table changed
+        has = step.has_grad if step.check else np.fromiter(
+            (g is not None for g in step.grads), bool, len(step.grads))
+        if self.fed_checks < FED_CHECKS:  # learning: parameters used now and then drop out
+            self.fed = has.copy() if self.fed is None else self.fed & has
+            self.fed_checks += step.check
+            self.fed_count = int(self.fed.sum()) if self.fed_checks == FED_CHECKS else 0
+            return
+        assert self.fed is not None
+        eligible = np.array(step.requires_grad) & params.judged & params.in_optimizer
+        starved = self.fed & ~has & eligible
+        if starved.any():
+            none = step.grad_count == 0
+            self._once("grad.missing", "error", starved, step.number,
+                       lambda names: f"no parameter had a gradient at optimizer step "
+                                     f"{step.number} ({names} had one at every step before): "
+                                     "zero_grad() between backward() and step(), or a loss "
+                                     "detached from the model" if none else
+                                     f"{names} had a gradient at every step until optimizer "
+                                     f"step {step.number}, then none: cut off from the loss (a "
+                                     ".detach(), a torch.no_grad() block, a module skipped by "
+                                     "a flag)")
+        self.fed &= eligible & ~starved  # judged once; frozen ones are trainable.frozen's
+        self.fed_count = int(self.fed.sum())
 
     def _reset_and_accumulation(self, step: Step) -> None:
         cfg = self.ctx.config

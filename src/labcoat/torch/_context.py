@@ -156,7 +156,7 @@ class Step:
     __slots__ = ("number", "check", "forwards", "backwards", "grads", "versions_pre",
                  "versions_post", "requires_grad", "lrs", "values", "grad_norm", "reset",
                  "present", "grad_norms", "has_grad", "norms_pre", "norms_post", "trained",
-                 "updated")
+                 "updated", "grad_count")
 
     def __init__(self, number: int, check: bool, forwards: list[Forward], backwards: int,
                  grads: list[torch.Tensor | None]) -> None:
@@ -174,6 +174,7 @@ class Step:
         # step (see GuardConfig.grad_norm_every)
         self.grad_norm: float | None = 0.0
         self.reset: list[tuple[str, bool]] = []  # sentinel parameter: were its grads reset?
+        self.grad_count = 0  # gradients present (not None)
         # check steps only:
         self.present: np.ndarray | None = None  # gradient is not None
         self.grad_norms: np.ndarray | None = None  # 0 where there is no gradient

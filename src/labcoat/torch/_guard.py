@@ -366,6 +366,7 @@ class Guard:
         step.requires_grad = [p.requires_grad for p in tensors]
         step.lrs = [_number(g.get("lr", math.nan)) for g in optimizer.param_groups]
         present = [g for g in grads if g is not None]
+        step.grad_count = len(present)
         xfer = self._ctx.pending
         if xfer:
             self._ctx.pending = Transfer()

@@ -43,8 +43,10 @@ class GuardConfig:
     lr_schedule: Callable[[int], float] | None = None  # intended lr of optimizer step k (1-based)
     grad_norm_every: int = 2  # total gradient norm (NaN/Inf, explosion, collapse) every N
     # steps and at check steps; 1: every step (on CPU it is most of the guard's per-step cost)
-    check_every: int = 20  # check steps: per-parameter norms (weights before step N vs after
-    # N-1, whether N moved them), data checks; the other steps run the cheap checks only
+    check_every: int = 21  # check steps: per-parameter norms (weights before step N vs after
+    # N-1, whether N moved them), data checks; the other steps run the cheap checks only.
+    # Odd, and prime to 10: a bug that repeats every 2, 4, 8 or 10 steps (accumulation,
+    # loader workers, logging) cannot keep falling between the step pairs that are checked
     state_every: int | None = None  # every N steps: optimizer state NaN/Inf scan, exact
     # checksums; a multiple of check_every (None: the first multiple >= 100)
     # --- data ------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ a restarted run resumes from its newest verified checkpoint and ends
 bit-identical to an uninterrupted one, having logged the same values.
 """
 
-from labcoat.workloads.tinylm._faults import FAULTS, Fault
+from labcoat.workloads.tinylm._faults import FAULTS, HELD_OUT_FAULTS, Fault
 from labcoat.workloads.tinylm._model import TinyLM
 from labcoat.workloads.tinylm._mup import coord_check
 from labcoat.workloads.tinylm._suite import TOKENIZER, eval_suite
@@ -62,6 +62,7 @@ from labcoat.workloads.tinylm._train import (
 __all__ = [
     "EVAL_SEED",
     "FAULTS",
+    "HELD_OUT_FAULTS",
     "MAX_LEN",
     "TASKS",
     "TOKENIZER",

@@ -36,7 +36,13 @@ import labcoat
 from labcoat import environment as env
 from labcoat.errors import LabcoatError
 from labcoat.torch import Checkpointer, GuardStop
-from labcoat.workloads.tinylm._faults import FAULTS, RANK_FAULTS, Fault
+from labcoat.workloads.tinylm._faults import (
+    ALL_FAULTS,
+    FAULTS,
+    HELD_OUT_FAULTS,
+    RANK_FAULTS,
+    Fault,
+)
 from labcoat.workloads.tinylm._tasks import TASKS
 from labcoat.workloads.tinylm._train import Config, train
 
@@ -126,9 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="recompute every N-th step's gradients and compare bit for bit "
                             "(silent data corruption; 0: off)")
     faults = parser.add_argument_group("fault injection (for testing the guard)")
-    faults.add_argument("--fault", choices=(*FAULTS, *RANK_FAULTS), metavar="NAME",
-                        help="switch on a silent bug: " + ", ".join(FAULTS) + "; with "
-                             "several ranks (torchrun) also " + ", ".join(RANK_FAULTS))
+    faults.add_argument("--fault", choices=ALL_FAULTS, metavar="NAME",
+                        help="switch on a silent bug: " + ", ".join(FAULTS) + "; held out "
+                             "(never used to tune the guard): " + ", ".join(HELD_OUT_FAULTS)
+                             + "; with several ranks (torchrun) also " + ", ".join(RANK_FAULTS))
     faults.add_argument("--fault-step", type=int, default=1, metavar="K",
                         help="the optimizer step at which the fault starts")
     return parser

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from labcoat.errors import LabcoatError
 from labcoat.workloads.tinylm._model import CausalSelfAttention, TinyLM
-from labcoat.workloads.tinylm._tasks import IGNORE, EvalSet, TrainStream, collate
+from labcoat.workloads.tinylm._tasks import IGNORE, PAD_ID, EvalSet, TrainStream, collate
 
 # name -> what the bug is (and when it acts)
 FAULTS: dict[str, str] = {
@@ -52,14 +52,41 @@ FAULTS: dict[str, str] = {
     "step_skipped": "from K, optimizer.step() runs only at even steps (a wrong condition)",
     "optimizer_reset": "at K, the optimizer state is wiped (Adam moments and step counts)",
 }
+# Held out: written after the guard's rules and defaults were fixed (2026-12-03) and never
+# used to tune them, to measure how the guard does on bugs it was not shaped around.
+HELD_OUT_FAULTS: dict[str, str] = {
+    "zero_grad_late": "from K, optimizer.zero_grad() runs between backward and step (the "
+                      "gradients are gone before the update)",
+    "pos_emb_detached": "from K, the position embedding's output is detached: it no longer "
+                        "learns",
+    "block_skipped": "from K, the last block returns its input (dead code behind a wrong "
+                     "flag): its weights get no gradient",
+    "labels_shuffled": "from K, each row gets the labels of the next row (pairs mismatched)",
+    "data_cycle": "from K, the loader cycles through the same 5 batches (a truncated shard)",
+    "pad_in_loss": "from K, padding positions are labelled with the pad token (the loss "
+                   "learns padding)",
+    # second batch, written after the first batch had led to grad.missing and the wider
+    # data.repeated_batch, and likewise never used for tuning
+    "double_step": "from K, optimizer.step() runs twice per backward (a duplicated line)",
+    "embedding_reinit": "at K, the token embedding is re-initialized in place (a resize that "
+                        "re-draws the weights)",
+    "labels_half_masked": "from K, the second half of each batch has every label masked (a "
+                          "collate bug): half the data is silently unused",
+    "batches_doubled": "from K, every batch comes twice in a row (an iterable dataset "
+                       "replicated across loader workers)",
+    "lr_units": "from K, the lr is 10x the schedule's (a config in other units)",
+}
 # Faults of data-parallel runs (torchrun, `ranks: N`); with one process they do nothing.
 RANK_FAULTS: dict[str, str] = {
     "replica_drift": "at K, the last rank's copy of the first block's MLP input weight is "
                      "nudged by 0.1% (a rank-local bug): the replicas no longer agree",
 }
+ALL_FAULTS = {**FAULTS, **HELD_OUT_FAULTS, **RANK_FAULTS}
 NEEDS_DROPOUT = ("dropout_in_eval", "eval_mode_stuck")  # silent only if dropout > 0
 FLIP_BIT = 24  # float32 bit 24 is the exponent's second bit: the value becomes x4 or /4
 SHIFT = 3  # token_shift: ids move by this many places (mod the vocabulary)
+LR_UNITS = 10.0  # lr_units: the factor
+CYCLE = 5  # data_cycle: batches in the loop
 LOSS_SCALE = 2.0**16  # loss_scale: torch.amp.GradScaler's initial scale
 
 
@@ -71,9 +98,9 @@ class Fault:
     step: int
 
     def __post_init__(self) -> None:
-        if self.name not in FAULTS and self.name not in RANK_FAULTS:
+        if self.name not in ALL_FAULTS:
             raise LabcoatError(f"unknown fault {self.name!r}; choose from "
-                               f"{', '.join([*FAULTS, *RANK_FAULTS])}")
+                               f"{', '.join(ALL_FAULTS)}")
         if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 1:
             raise LabcoatError(f"fault step {self.step!r} must be an integer >= 1")
 
@@ -90,6 +117,7 @@ class Injector:
         self.stream = stream
         self.vocab_size = vocab_size
         self.kept: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.cycle: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.eval_items = itertools.cycle([ex for xs in eval_set.items.values() for ex in xs])
 
     def _on(self, name: str, step: int, *, once: bool = False) -> bool:
@@ -111,6 +139,24 @@ class Injector:
             if self.kept is None:
                 self.kept = (inputs, labels)
             return self.kept
+        if self.name == "data_cycle":
+            if len(self.cycle) < CYCLE:
+                self.cycle.append((inputs, labels))
+            return self.cycle[(step - self.start) % CYCLE]
+        if self.name == "labels_half_masked":
+            half = labels.clone()
+            half[labels.shape[0] // 2:] = IGNORE
+            return inputs, half
+        if self.name == "batches_doubled":
+            if (step - self.start) % 2:
+                assert self.kept is not None
+                return self.kept
+            self.kept = (inputs, labels)
+            return inputs, labels
+        if self.name == "labels_shuffled":
+            return inputs, labels.roll(1, dims=0)
+        if self.name == "pad_in_loss":
+            return inputs, torch.where(inputs == PAD_ID, PAD_ID, labels)
         if self.name == "batch_collapse":
             keep = max(1, inputs.shape[0] // 16)
             return inputs[:keep], labels[:keep]
@@ -124,6 +170,9 @@ class Injector:
 
     def sets_lr(self, step: int) -> bool:
         return not self._on("lr_stuck", step)
+
+    def lr_factor(self, step: int) -> float:
+        return LR_UNITS if self._on("lr_units", step) else 1.0
 
     def before_forward(self, step: int) -> None:
         if not self.name or step < self.start:
@@ -142,6 +191,13 @@ class Injector:
         elif self._on("weight_blowup", step, once=True):
             with torch.no_grad():
                 blocks[0].mlp.up.weight.mul_(1000.0)
+        elif self._on("pos_emb_detached", step, once=True):
+            _detach_output(self.model.pos_emb)
+        elif self._on("block_skipped", step, once=True):
+            blocks[-1].forward = lambda x: x
+        elif self._on("embedding_reinit", step, once=True):
+            with torch.no_grad():
+                self.model.tok_emb.weight.normal_(0.0, 0.02)
         elif self._on("sdc_param", step, once=True):
             _flip(blocks[0].attn.qkv.weight.data)
         elif self._on("optimizer_reset", step, once=True):
@@ -157,7 +213,9 @@ class Injector:
         return not self._on("no_zero_grad", step)
 
     def after_backward(self, step: int) -> None:
-        if self._on("grad_nan", step, once=True):
+        if self._on("zero_grad_late", step):
+            self.optimizer.zero_grad(set_to_none=True)
+        elif self._on("grad_nan", step, once=True):
             grad = self.model.blocks[0].mlp.up.weight.grad
             if grad is not None:
                 grad[0, 0] = float("nan")
@@ -168,6 +226,10 @@ class Injector:
 
     def steps_optimizer(self, step: int) -> bool:
         return not (self._on("step_skipped", step) and step % 2)
+
+    def after_step(self, step: int) -> None:
+        if self._on("double_step", step):
+            self.optimizer.step()
 
     # --- evaluation ------------------------------------------------------------------------------
 
@@ -185,6 +247,11 @@ def _last_rank() -> bool:
     dist = torch.distributed
     return (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
             and dist.get_rank() == dist.get_world_size() - 1)
+
+
+def _detach_output(module: torch.nn.Module) -> None:
+    forward = module.forward
+    module.forward = lambda *args: forward(*args).detach()
 
 
 def _flip(t: torch.Tensor) -> None:

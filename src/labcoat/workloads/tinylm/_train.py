@@ -528,8 +528,8 @@ def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainSt
     started = time.perf_counter()
     inputs, labels = dp.shard(*faults.batch(step, *stream.batch(cfg.batch_size)))
     if faults.sets_lr(step):
-        for group in optimizer.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)  # muP: per-group multipliers
+        for group in optimizer.param_groups:  # muP: per-group multipliers
+            group["lr"] = lr * group.get("lr_scale", 1.0) * faults.lr_factor(step)
     faults.before_forward(step)
     loss = masked_loss(dp.net(model)(inputs), labels)
     work = time.perf_counter() - started
@@ -544,6 +544,7 @@ def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainSt
     faults.after_backward(step)
     if faults.steps_optimizer(step):
         optimizer.step()
+        faults.after_step(step)
     value = dp.mean(loss.item())
     if guard is not None:
         guard.record(loss=value)
