@@ -550,6 +550,14 @@ def test_labels_not_shifted_or_shifted_twice() -> None:
     assert learned.first("data.label_leak") == 3
 
 
+def test_labels_that_no_longer_belong_to_their_inputs() -> None:
+    loop = Loop(labels_shifted=True).run(3)
+    inputs, labels = loop.batch(size=32)
+    loop.train_step((inputs, labels.roll(1, dims=0)))  # each row gets the next row's labels
+    assert loop.first("data.label_offset") == 4
+    assert "no longer belong" in loop.guard.alerts[0].message
+
+
 def test_eval_items_in_training_rows() -> None:
     loop = Loop(pad_id=0)
     held_out = [[5, 6, 7], [8, 9, 10, 11]]

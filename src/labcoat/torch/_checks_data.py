@@ -22,7 +22,9 @@ Rules (family ``data``):
                                     position: the model can read the answer (the next-token
                                     shift is missing, or reversed)
     data.label_offset     error     labels aligned differently than declared or than at the
-                                    run's start (shifted twice: predicting two tokens ahead)
+                                    run's start (shifted twice: predicting two tokens ahead),
+                                    or at no offset at all any more (rows paired with other
+                                    rows' labels)
     data.label_mask       error     the share of label positions that count in the loss, or
                                     of rows with none, jumped from its history (robust z >
                                     spike_z, or > spike_z/2 at 3 checks running): part of
@@ -61,6 +63,7 @@ HIST_DECAY = 0.95  # the reference token histogram forgets this much per check s
 # after a real shift the distance stays high for several checks instead of fading in one)
 PERSIST = 3  # checks running above spike_z / 2 also make a token shift
 ALIGNED = 0.5  # labels "aligned" at an offset when surely (Wilson, z=3) half equal that input
+UNALIGNED = 0.2  # ... and no longer aligned when surely fewer than this share do
 LABEL_FLOOR = 0.02  # the labelled share's scale is at least 2% of its median (packed data:
 # every position labelled, no spread at all)
 LABEL_CHECKS = 5  # check steps of history before the label shares are judged (~100 steps)
@@ -79,7 +82,8 @@ class Data(Check):
         "data.repeated_batch": "the same batch again: a stuck or duplicating data loader",
         "data.batch_size": "collapsing batch size: a sharding, drop_last or collate bug",
         "data.label_leak": "labels visible in the inputs: the next-token shift missing",
-        "data.label_offset": "labels shifted twice or otherwise realigned mid-run",
+        "data.label_offset": "labels shifted twice, realigned mid-run, or no longer matching "
+                             "their inputs at all",
         "data.label_mask": "the loss mask broke: part of the batch masked out, or padding "
                            "or prompts trained on",
         "data.eval_leak": "evaluation items in the training data: contaminated eval",
@@ -398,17 +402,19 @@ class Data(Check):
             ]).tolist()
 
     def _judge_labels(self, rec: Record, counts: list[int]) -> None:
-        rates, sure = {}, {}
+        rates, bounds = {}, {}
         for off, n, hit in zip(("same", "prev", "next"), counts[::2], counts[1::2], strict=True):
             if n:
-                rates[off], sure[off] = hit / n, _wilson_low(hit, n)
+                rates[off], bounds[off] = hit / n, _wilson(hit, n)
         if not rates:
             return
         best = max(rates, key=rates.__getitem__)
-        found = best if sure[best] >= ALIGNED else "none"
+        found = best if bounds[best][0] >= ALIGNED else "none"
         self.ctx.label_alignment = found
         if found == "none":
-            return  # not conclusive (few labels, or labels unrelated to the inputs)
+            if self.alignment in bounds and bounds[self.alignment][1] < UNALIGNED:
+                self._unaligned(rec.step, rates)  # surely unrelated to these inputs now
+            return  # else not conclusive (few labels)
         if self.alignment is None:
             self.alignment = found  # learned from the first conclusive batch
             return
@@ -433,6 +439,17 @@ class Data(Check):
                 "twice (training to predict two tokens ahead) or misaligned",
                 step=rec.step, evidence=evidence)
 
+    def _unaligned(self, number: int, rates: dict[str, float]) -> None:
+        source = "declared (labels_shifted)" if self.declared else "seen at the run's start"
+        self.ctx.alert(
+            "data.label_offset", "error",
+            f"at step {number} only {rates[self.alignment]:.0%} of the labels equal the input "
+            f"at the expected offset '{self.alignment}' ({source}), and no other offset fits: "
+            "the labels no longer belong to these inputs (rows paired with other rows' labels, "
+            "a shuffled or misjoined dataset)",
+            step=number, evidence={"expected": self.alignment,
+                                   "rates": {k: round(v, 3) for k, v in rates.items()}})
+
     def profile(self) -> dict[str, Any]:
         return {"alignment": self.alignment}
 
@@ -455,12 +472,12 @@ def _label_counts_host(inputs: np.ndarray, labels: np.ndarray, ignore: int) -> l
             int(np.count_nonzero((labels[:, :-1] == inputs[:, 1:]) & mask[:, :-1]))]
 
 
-def _wilson_low(hits: float, n: float, z: float = 3.0) -> float:
-    """Lower end of the Wilson score interval for a rate (z=3: wrong about 1 in 700 batches)."""
+def _wilson(hits: float, n: float, z: float = 3.0) -> tuple[float, float]:
+    """The Wilson score interval for a rate (z=3: wrong about 1 in 700 batches)."""
     p = hits / n
     centre = p + z * z / (2 * n)
     margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (centre - margin) / (1 + z * z / n)
+    return (centre - margin) / (1 + z * z / n), (centre + margin) / (1 + z * z / n)
 
 
 def _inputs_and_labels(batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None:

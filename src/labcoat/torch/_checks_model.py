@@ -146,6 +146,8 @@ class Recompute(Check):
         params = self.ctx.params
         idx = [i for i, g in enumerate(step.grads)
                if g is not None and params.judged[i] and params.in_optimizer[i]]
+        if not idx:
+            return  # no gradient to compare (grad.missing says why, if it is a bug)
         tensors = [params.tensors[i] for i in idx]
         with self.ctx.running_model(), _replay(self.ctx.model, rng), torch.enable_grad():
             loss = self.ctx.config.loss_fn(self.ctx.model, batch)  # type: ignore[misc]
