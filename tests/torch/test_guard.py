@@ -132,7 +132,7 @@ def test_clean_runs_with_default_settings_raise_nothing() -> None:
     torch.manual_seed(0)
     model = Tiny(0.1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    guard = watch(model, opt)  # the defaults: periodic checks every 10 steps
+    guard = watch(model, opt)  # the defaults: periodic checks every 21 steps
     gen = torch.Generator().manual_seed(0)
     for step in range(1, 121):
         seq = torch.randint(0, VOCAB, (8, 8), generator=gen)
