@@ -35,8 +35,9 @@ Rules (family ``data``):
 The batch is the watched model's input (first tensor argument, or
 ``input_ids=``) at each training forward. Its rows are hashed
 (`_measure.row_hashes`, padding ignored when ``pad_id`` is set) at check
-steps and the step before each (``check_every``): batch size and repeats
-compare those two steps; label, token and eval checks run at check steps.
+steps and the step before each (``check_every``): batch size compares those
+two steps, repeats the last 8 hashed batches; label, token and eval checks
+run at check steps.
 Label checks need ``guard.record(batch=(inputs, labels))``.
 """
 
@@ -284,7 +285,7 @@ class Data(Check):
         last = self.last_seen
         earlier = collections.Counter(last[r] for r in listed if r in last)
         if len(listed) >= 2 and earlier:
-            (before, count), = earlier.most_common(1)
+            before, count = earlier.most_common(1)[0]
             share = count / len(listed)
             if share >= REPEAT_SHARE:
                 where = {number: f"another batch of step {number}",
