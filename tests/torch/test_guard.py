@@ -297,6 +297,15 @@ def test_parameter_missing_from_the_optimizer() -> None:
     assert alert.evidence["params"] == ["out.bias"]
 
 
+def test_a_module_replaced_after_the_optimizer_was_built() -> None:
+    loop = Loop(check_every=5).run(7)
+    loop.model.out = nn.Linear(16, VOCAB)  # e.g. a new head: the optimizer has the old one
+    loop.run(3)  # seen at the next check step, where the guard walks the model again
+    assert loop.first("optimizer.missing_param") == 10
+    alert = next(a for a in loop.guard.alerts if a.rule == "optimizer.missing_param")
+    assert alert.evidence["params"] == ["out.weight", "out.bias"]
+
+
 class SkipsFirst(torch.optim.Optimizer):
     """A buggy SGD that never updates its first parameter."""
 

@@ -12,6 +12,8 @@ are judged at check steps (every ``check_every`` steps), the others at every ste
                                         beyond its own history of changes (robust z >
                                         spike_z, and at least 2x): rescaled, overwritten
     optimizer.missing_param   error     a parameter gets gradients but is in no param group
+                                        (parameters the model gains after watch() count:
+                                        the table is refreshed at check steps)
     optimizer.step_counter    error     optimizer state reset, or its step counter off
     trainable.frozen          error     a trainable (or declared trainable) parameter is frozen
     trainable.unfrozen        error     a declared-frozen parameter changed
@@ -155,7 +157,7 @@ class Updates(Check):
     def on_pre_step(self, step: Step) -> None:
         if self.ctx.table_changed:
             self._grow(len(self.ctx.params))
-        if self.ctx.params.shape_changed:
+        if self.ctx.params.shape_changed or self.ctx.table_changed:
             self._index()
         if step.norms_pre is not None or self.checksum_prev is not None:  # else nothing to compare
             self._between_steps(step)
@@ -239,8 +241,8 @@ class Updates(Check):
         steps (gradient norms: absent or all zero) and at any step with fewer gradients than
         the parameters that always had one (absent)."""
         params = self.ctx.params
-        if self.fed is not None and len(self.fed) != len(params):
-            self.fed, self.fed_checks, self.fed_count = None, 0, 0  # the table changed
+        if self.fed is not None and len(self.fed) < len(params):  # parameters appeared: not
+            self.fed = np.append(self.fed, np.zeros(len(params) - len(self.fed), bool))  # fed
         has = step.has_grad if step.check else np.fromiter(
             (g is not None for g in step.grads), bool, len(step.grads))
         if self.fed_checks < FED_CHECKS:  # learning: parameters used now and then drop out

@@ -55,9 +55,10 @@ class ParamTable:
                     self._add(f"optimizer.groups[{g}][{i}]", p)
         if not self.tensors:
             raise GuardError("the watched model and optimizer have no parameters")
-        self.judged = np.array([not any(fnmatch.fnmatchcase(n, pat) for pat in ignore)
-                                for n in self.names])
+        self.ignore = tuple(ignore)
+        self.judged = np.array([self._judged(n) for n in self.names])
         self.all_judged = bool(self.judged.all())
+        self.model = model
         self.optimizer = optimizer
         self.in_optimizer = np.zeros(len(self.tensors), dtype=bool)
         self.group = np.full(len(self.tensors), -1)
@@ -69,6 +70,18 @@ class ParamTable:
         self.index[id(p)] = len(self.tensors)
         self.names.append(name)
         self.tensors.append(p)
+
+    def _judged(self, name: str) -> bool:
+        return not any(fnmatch.fnmatchcase(name, pat) for pat in self.ignore)
+
+    def _track(self, name: str, p: torch.Tensor) -> int:
+        """Add a parameter that appeared after watch(); its index."""
+        self._add(name, p)
+        self.judged = np.append(self.judged, self._judged(name))
+        self.all_judged = bool(self.judged.all())
+        self.in_optimizer = np.append(self.in_optimizer, False)
+        self.group = np.append(self.group, -1)
+        return len(self.tensors) - 1
 
     def __len__(self) -> int:
         return len(self.tensors)
@@ -87,15 +100,19 @@ class ParamTable:
             for p in group["params"]:
                 i = self.index.get(id(p))
                 if i is None:  # added to the optimizer after watch(): track it too
-                    i = len(self.tensors)
-                    self._add(f"optimizer.groups[{g}][{len(self.tensors)}]", p)
-                    self.judged = np.append(self.judged, True)
-                    self.all_judged = bool(self.judged.all())
-                    self.in_optimizer = np.append(self.in_optimizer, False)
-                    self.group = np.append(self.group, -1)
+                    i = self._track(f"optimizer.groups[{g}][{len(self.tensors)}]", p)
                 self.in_optimizer[i] = True
                 self.group[i] = g
         return True
+
+    def sync_model(self) -> bool:
+        """Track parameters the model gained after watch() (a module added or replaced: the
+        optimizer may not have them); True if there were any."""
+        before = len(self.tensors)
+        for name, p in self.model.named_parameters(remove_duplicate=True):
+            if id(p) not in self.index:
+                self._track(name, p)
+        return len(self.tensors) != before
 
     def matching(self, patterns: Sequence[str], option: str) -> np.ndarray:
         """Boolean mask of names matching any pattern; a pattern matching nothing is an error."""

@@ -348,11 +348,14 @@ class Guard:
     def _measure_pre(self, optimizer: torch.optim.Optimizer) -> None:
         params = self.params
         before = len(params)
-        if params.sync_optimizer() and len(params) != before:
-            self._ctx.table_changed = True
-        tensors = params.tensors
         number = self.step + 1
         check = self.is_check_step(number)
+        params.sync_optimizer()
+        if check:
+            params.sync_model()  # at check steps: walking the modules costs ~20 us
+        if len(params) != before:
+            self._ctx.table_changed = True
+        tensors = params.tensors
         grads = [p.grad for p in tensors]
         step = Step(number, check, self._forwards, max(self._sentinel_calls, default=0), grads)
         if self._sentinels:

@@ -75,6 +75,18 @@ HELD_OUT_FAULTS: dict[str, str] = {
     "batches_doubled": "from K, every batch comes twice in a row (an iterable dataset "
                        "replicated across loader workers)",
     "lr_units": "from K, the lr is 10x the schedule's (a config in other units)",
+    # third batch, written after the second had led to data.label_mask, the label-offset
+    # check and check_every=21
+    "grad_clip_zero": "from K, gradients are clipped to norm 0 (max_norm=0 meant 'off' "
+                      "elsewhere)",
+    "tokens_truncated": "from K, rows are cut to their first 8 tokens (a max_length too "
+                        "small): many answers are cut away",
+    "input_noise": "from K, 30% of the input tokens are replaced by random ones (an "
+                   "augmentation left on)",
+    "head_untied": "at K, the output head gets its own copy of the tied embedding, a "
+                   "parameter the optimizer does not have",
+    "lr_group_zero": "from K, the second param group (norms and biases) trains at lr 0 (a "
+                     "per-group multiplier bug)",
 }
 # Faults of data-parallel runs (torchrun, `ranks: N`); with one process they do nothing.
 RANK_FAULTS: dict[str, str] = {
@@ -86,6 +98,8 @@ NEEDS_DROPOUT = ("dropout_in_eval", "eval_mode_stuck")  # silent only if dropout
 FLIP_BIT = 24  # float32 bit 24 is the exponent's second bit: the value becomes x4 or /4
 SHIFT = 3  # token_shift: ids move by this many places (mod the vocabulary)
 LR_UNITS = 10.0  # lr_units: the factor
+TRUNCATE = 8  # tokens_truncated: tokens kept per row
+NOISE = 0.3  # input_noise: share of input tokens replaced
 CYCLE = 5  # data_cycle: batches in the loop
 LOSS_SCALE = 2.0**16  # loss_scale: torch.amp.GradScaler's initial scale
 
@@ -118,6 +132,7 @@ class Injector:
         self.vocab_size = vocab_size
         self.kept: tuple[torch.Tensor, torch.Tensor] | None = None
         self.cycle: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.noise = torch.Generator().manual_seed(self.start)  # input_noise
         self.eval_items = itertools.cycle([ex for xs in eval_set.items.values() for ex in xs])
 
     def _on(self, name: str, step: int, *, once: bool = False) -> bool:
@@ -153,6 +168,12 @@ class Injector:
                 return self.kept
             self.kept = (inputs, labels)
             return inputs, labels
+        if self.name == "tokens_truncated":
+            return inputs[:, :TRUNCATE], labels[:, :TRUNCATE]
+        if self.name == "input_noise":
+            noisy = torch.rand(inputs.shape, generator=self.noise) < NOISE
+            random = torch.randint(0, self.vocab_size, inputs.shape, generator=self.noise)
+            return torch.where(noisy & (inputs != PAD_ID), random, inputs), labels
         if self.name == "labels_shuffled":
             return inputs, labels.roll(1, dims=0)
         if self.name == "pad_in_loss":
@@ -171,7 +192,9 @@ class Injector:
     def sets_lr(self, step: int) -> bool:
         return not self._on("lr_stuck", step)
 
-    def lr_factor(self, step: int) -> float:
+    def lr_factor(self, step: int, group: int) -> float:
+        if self._on("lr_group_zero", step) and group == 1:
+            return 0.0
         return LR_UNITS if self._on("lr_units", step) else 1.0
 
     def before_forward(self, step: int) -> None:
@@ -198,6 +221,8 @@ class Injector:
         elif self._on("embedding_reinit", step, once=True):
             with torch.no_grad():
                 self.model.tok_emb.weight.normal_(0.0, 0.02)
+        elif self._on("head_untied", step, once=True):
+            self.model.head.weight = torch.nn.Parameter(self.model.head.weight.detach().clone())
         elif self._on("sdc_param", step, once=True):
             _flip(blocks[0].attn.qkv.weight.data)
         elif self._on("optimizer_reset", step, once=True):
@@ -215,6 +240,8 @@ class Injector:
     def after_backward(self, step: int) -> None:
         if self._on("zero_grad_late", step):
             self.optimizer.zero_grad(set_to_none=True)
+        elif self._on("grad_clip_zero", step):
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 0.0)
         elif self._on("grad_nan", step, once=True):
             grad = self.model.blocks[0].mlp.up.weight.grad
             if grad is not None:

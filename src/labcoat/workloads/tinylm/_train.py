@@ -528,8 +528,8 @@ def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainSt
     started = time.perf_counter()
     inputs, labels = dp.shard(*faults.batch(step, *stream.batch(cfg.batch_size)))
     if faults.sets_lr(step):
-        for group in optimizer.param_groups:  # muP: per-group multipliers
-            group["lr"] = lr * group.get("lr_scale", 1.0) * faults.lr_factor(step)
+        for g, group in enumerate(optimizer.param_groups):  # muP: per-group multipliers
+            group["lr"] = lr * group.get("lr_scale", 1.0) * faults.lr_factor(step, g)
     faults.before_forward(step)
     loss = masked_loss(dp.net(model)(inputs), labels)
     work = time.perf_counter() - started
