@@ -697,11 +697,18 @@ def test_record_belongs_to_the_step_in_progress_or_the_last() -> None:
 
 
 def test_close_removes_every_hook() -> None:
+    from torch.nn.modules import module as module_hooks
+
+    global_hooks = (module_hooks._global_module_registration_hooks,
+                    module_hooks._global_parameter_registration_hooks)
+    before = [len(h) for h in global_hooks]
     loop = Loop().run(2)
+    assert [len(h) for h in global_hooks] == [n + 1 for n in before]
     loop.guard.close()
     loop.guard.close()  # idempotent
     loop.train_step(zero=False)
     assert loop.guard.alerts == [] and loop.guard.steps_seen == 2
+    assert [len(h) for h in global_hooks] == before  # the global registration hooks too
 
 
 def test_the_guard_leaves_training_bit_identical() -> None:

@@ -76,12 +76,13 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.modules import module as module_hooks
 
 from labcoat.sdk import Run
 from labcoat.torch._alerts import SEVERITIES, Alert, GuardError, GuardStop, at_least
@@ -183,11 +184,17 @@ class Guard:
         self._far = {name: [getattr(c, name) for c in self._checks
                             if overrides(c, name) and name not in c.periodic]
                      for name in names}  # callbacks at the other steps
+        mark = _marker(weakref.ref(self))
         self._handles: list[Any] = [
             optimizer.register_step_pre_hook(self._pre_step),
             optimizer.register_step_post_hook(self._post_step),
             model.register_forward_pre_hook(self._forward_pre, with_kwargs=True),
+            # global: any module or parameter registered anywhere marks the model as maybe
+            # changed, so it is walked again at the next check step (not every check step)
+            module_hooks.register_module_module_registration_hook(mark),
+            module_hooks.register_module_parameter_registration_hook(mark),
         ]
+        self._registered = False  # a module or parameter was registered since the last walk
         self._sentinels = self._pick_sentinels()
         self._sentinel_names = [self.params.names[self.params.index[id(p)]]
                                 for p in self._sentinels]
@@ -351,8 +358,9 @@ class Guard:
         number = self.step + 1
         check = self.is_check_step(number)
         params.sync_optimizer()
-        if check:
-            params.sync_model()  # at check steps: walking the modules costs ~20 us
+        if check and self._registered:  # parameters the model gained after watch()
+            self._registered = False
+            params.sync_model()
         if len(params) != before:
             self._ctx.table_changed = True
         tensors = params.tensors
@@ -499,6 +507,16 @@ class Guard:
             return []
         picks = list(range(min(SENTINELS, len(candidates))))
         return [candidates[i] for i in picks]
+
+
+def _marker(guard: weakref.ref[Guard]) -> Callable[..., None]:
+    """A registration hook that flags `guard` (held weakly: a guard never closed must not be
+    kept alive by torch's global hook table)."""
+    def mark(*args: Any) -> None:
+        alive = guard()
+        if alive is not None:
+            alive._registered = True
+    return mark
 
 
 def _check_disable(names: tuple[str, ...]) -> set[str]:
