@@ -206,6 +206,18 @@ def test_gradient_explosion_needs_two_steps_and_collapse_to_zero() -> None:
     assert loop.first("grad_norm.collapse") == 18
 
 
+def _noisy_grads(model: nn.Module) -> None:
+    for p in model.parameters():  # noise 10x each gradient's scale: no single step stands out
+        p.grad.add_(torch.randn_like(p.grad) * (10 * float(p.grad.std())))
+
+
+def test_a_sustained_jump_of_the_gradient_norm() -> None:
+    loop = Loop(window=100, spike_z=1e3).run(40)  # spikes never count: only the level
+    loop.run(20, after_backward=_noisy_grads)
+    first = loop.first("grad_norm.explosion")
+    assert 40 < first <= 56 and "sustained jump" in loop.guard.alerts[0].message  # 2 runs of 8
+
+
 def test_nan_in_optimizer_state() -> None:
     loop = Loop().run(3)
     state = loop.opt.state[loop.model.out.weight]
@@ -295,6 +307,16 @@ def test_parameter_missing_from_the_optimizer() -> None:
     assert loop.first("optimizer.missing_param") == 4
     alert = next(a for a in loop.guard.alerts if a.rule == "optimizer.missing_param")
     assert alert.evidence["params"] == ["out.bias"]
+
+
+def test_a_parameter_in_two_param_groups() -> None:
+    loop = Loop().run(3)
+    loop.opt.param_groups[0]["params"].append(loop.model.out.bias)  # add_param_group refuses
+    loop.run(2)
+    assert loop.first("optimizer.duplicate_param") == 4
+    alert = next(a for a in loop.guard.alerts if a.rule == "optimizer.duplicate_param")
+    assert alert.evidence["params"] == ["out.bias"]
+    assert [a.rule for a in loop.guard.alerts].count("optimizer.duplicate_param") == 1
 
 
 def test_a_module_replaced_after_the_optimizer_was_built() -> None:

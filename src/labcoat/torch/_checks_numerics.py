@@ -8,7 +8,10 @@ Rules (family ``numerics``):
     nonfinite.optimizer_state  critical  NaN/Inf in optimizer state (e.g. Adam moments)
     loss.spike                 warning   loss far above its recent median
     loss.divergence            warning   loss climbing for many steps
-    grad_norm.explosion        warning   gradient norm far above its recent history
+    grad_norm.explosion        warning   gradient norm far above its recent history, for 2
+                                         measurements, or the median of the last 8 at least
+                                         LEVEL_JUMP x the window's (a sustained jump: noise
+                                         added to the gradients, a loss scale)
     grad_norm.collapse         error     gradient norm far below its history, or all zero
 
 Spikes are judged against the run's own rolling window with median/MAD
@@ -32,6 +35,8 @@ from labcoat.torch._context import Check, Record, Step
 from labcoat.torch._measure import Transfer
 from labcoat.torch._robust import MAD_TO_SIGMA, RobustWindow
 
+LEVEL_RUN = 8  # measured gradient norms whose median is compared with the window's
+LEVEL_JUMP = 4.0  # ... and the factor above it that is a sustained jump
 SHORT = 10  # losses in the short median that divergence compares against its own past minimum
 
 
@@ -69,6 +74,7 @@ class Numerics(Check):
         self.high = 0  # measurements running with the gradient norm above spike_z
         self.low = 0  # ... below -spike_z
         self.previous_norm: float | None = None
+        self.level: list[float] = []  # log gradient norms since the last level comparison
         self.records = 0
         self.sigma = 0.0  # per-step loss noise (divergence)
 
@@ -121,6 +127,14 @@ class Numerics(Check):
                     f"measurements (robust z {z:.0f}, 2 running): an instability, a blown-up "
                     "weight or loss scale",
                     step=number, evidence=self._evidence(norm, median, z))
+            elif (level := self._level_jump(value, median)) is not None:
+                self.ctx.alert(
+                    "grad_norm.explosion", "warning",
+                    f"the gradient norm's median over the last {LEVEL_RUN} measurements, up to "
+                    f"step {number}, is {level:.0f}x "
+                    f"its median {math.exp(median):.3g} over the last {len(self.grad_log)}: a "
+                    "sustained jump (noise added to the gradients, a loss scale, a changed loss)",
+                    step=number, evidence=self._evidence(norm, median, z))
             elif self.low >= 2:
                 self.ctx.alert(
                     "grad_norm.collapse", "error",
@@ -129,6 +143,16 @@ class Numerics(Check):
                     "running): vanishing gradients, a partly detached loss, dead units",
                     step=number, evidence=self._evidence(norm, median, z))
         self.grad_log.push(value)
+
+    def _level_jump(self, value: float, median: float) -> float | None:
+        """Every LEVEL_RUN measurements: their median's factor over the window's, if it is
+        LEVEL_JUMP or more."""
+        self.level.append(value)
+        if len(self.level) < LEVEL_RUN:
+            return None
+        ratio = math.exp(statistics.median(self.level) - median)
+        self.level = []
+        return ratio if ratio >= LEVEL_JUMP else None
 
     def _evidence(self, norm: float, median: float, z: float) -> dict[str, float]:
         return {"grad_norm": norm, "median": math.exp(median), "robust_z": round(z, 1),

@@ -14,6 +14,7 @@ are judged at check steps (every ``check_every`` steps), the others at every ste
     optimizer.missing_param   error     a parameter gets gradients but is in no param group
                                         (parameters the model gains after watch() count:
                                         the table is refreshed at check steps)
+    optimizer.duplicate_param error     a parameter listed in two param groups: updated twice
     optimizer.step_counter    error     optimizer state reset, or its step counter off
     trainable.frozen          error     a trainable (or declared trainable) parameter is frozen
     trainable.unfrozen        error     a declared-frozen parameter changed
@@ -93,6 +94,7 @@ class Updates(Check):
                                   "correction restarts: a silent lr spike)",
         "trainable.frozen": "a layer frozen by mistake (requires_grad turned off)",
         "trainable.unfrozen": "a layer declared frozen that is being trained",
+        "optimizer.duplicate_param": "a parameter in two param groups: updated twice per step",
         "grad.missing": "parameters that always had a gradient get none: cut off from the "
                         "loss (.detach(), no_grad, a skipped module), zero_grad() before step()",
         "grad.not_reset": "missing optimizer.zero_grad(): gradients accumulate across steps",
@@ -168,6 +170,11 @@ class Updates(Check):
                        lambda names: f"{names} get gradients but are in no param group of the "
                                      "optimizer, so they never learn (module added after the "
                                      "optimizer was built? a filter dropped them?)")
+        if self.ctx.params.twice:
+            self._once("optimizer.duplicate_param", "error", self.ctx.params.twice, step.number,
+                       lambda names: f"{names} are listed in more than one param group of the "
+                                     "optimizer, so each step updates them twice (twice the lr, "
+                                     "the other group's weight decay)")
         if step.requires_grad != self.last_rg:
             self._trainability(step)
             self.last_rg = step.requires_grad

@@ -62,6 +62,7 @@ class ParamTable:
         self.optimizer = optimizer
         self.in_optimizer = np.zeros(len(self.tensors), dtype=bool)
         self.group = np.full(len(self.tensors), -1)
+        self.twice: list[int] = []  # parameters listed in more than one param group slot
         self._shape: tuple[int, ...] = ()
         self.shape_changed = False  # the last sync_optimizer() saw the groups change
         self.sync_optimizer()
@@ -96,11 +97,14 @@ class ParamTable:
         self.shape_changed = True
         self.in_optimizer[:] = False
         self.group[:] = -1
+        self.twice = []
         for g, group in enumerate(self.optimizer.param_groups):
             for p in group["params"]:
                 i = self.index.get(id(p))
                 if i is None:  # added to the optimizer after watch(): track it too
                     i = self._track(f"optimizer.groups[{g}][{len(self.tensors)}]", p)
+                elif self.in_optimizer[i]:
+                    self.twice.append(i)
                 self.in_optimizer[i] = True
                 self.group[i] = g
         return True

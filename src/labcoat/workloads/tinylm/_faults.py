@@ -87,6 +87,16 @@ HELD_OUT_FAULTS: dict[str, str] = {
                    "parameter the optimizer does not have",
     "lr_group_zero": "from K, the second param group (norms and biases) trains at lr 0 (a "
                      "per-group multiplier bug)",
+    # fourth batch, written after the third had led to tracking parameters added after watch()
+    "block_eval_mode": "from K, the first block stays in eval mode while the rest trains "
+                       "(a submodule's .eval() left in): no dropout there",
+    "tokens_clamped": "from K, token ids above 40 are clamped to 40 (a tokenizer with a smaller "
+                      "vocabulary)",
+    "param_in_two_groups": "at K, the first block's MLP input weight is also appended to the "
+                           "second param group: two updates per step",
+    "wd_units": "from K, weight decay is 100x the configured one (a config in other units)",
+    "grad_noise": "from K, Gaussian noise 10x the gradient's own scale is added to every "
+                  "gradient (a noise multiplier in the wrong units)",
 }
 # Faults of data-parallel runs (torchrun, `ranks: N`); with one process they do nothing.
 RANK_FAULTS: dict[str, str] = {
@@ -94,10 +104,13 @@ RANK_FAULTS: dict[str, str] = {
                      "nudged by 0.1% (a rank-local bug): the replicas no longer agree",
 }
 ALL_FAULTS = {**FAULTS, **HELD_OUT_FAULTS, **RANK_FAULTS}
-NEEDS_DROPOUT = ("dropout_in_eval", "eval_mode_stuck")  # silent only if dropout > 0
+NEEDS_DROPOUT = ("dropout_in_eval", "eval_mode_stuck", "block_eval_mode")  # bugs if dropout > 0
 FLIP_BIT = 24  # float32 bit 24 is the exponent's second bit: the value becomes x4 or /4
 SHIFT = 3  # token_shift: ids move by this many places (mod the vocabulary)
 LR_UNITS = 10.0  # lr_units: the factor
+CLAMP = 40  # tokens_clamped: the largest id left
+WD_UNITS = 100.0  # wd_units: the factor
+GRAD_NOISE = 10.0  # grad_noise: noise scale in units of each gradient's own std
 TRUNCATE = 8  # tokens_truncated: tokens kept per row
 NOISE = 0.3  # input_noise: share of input tokens replaced
 CYCLE = 5  # data_cycle: batches in the loop
@@ -174,6 +187,8 @@ class Injector:
             noisy = torch.rand(inputs.shape, generator=self.noise) < NOISE
             random = torch.randint(0, self.vocab_size, inputs.shape, generator=self.noise)
             return torch.where(noisy & (inputs != PAD_ID), random, inputs), labels
+        if self.name == "tokens_clamped":
+            return inputs.clamp(max=CLAMP), labels.where(labels == IGNORE, labels.clamp(max=CLAMP))
         if self.name == "labels_shuffled":
             return inputs, labels.roll(1, dims=0)
         if self.name == "pad_in_loss":
@@ -201,6 +216,11 @@ class Injector:
         if not self.name or step < self.start:
             return
         blocks = self.model.blocks
+        if self._on("block_eval_mode", step):
+            blocks[0].eval()
+        if self._on("wd_units", step, once=True):
+            for group in self.optimizer.param_groups:
+                group["weight_decay"] *= WD_UNITS
         if self._on("causal_mask_off", step, once=True):
             for block in blocks:
                 block.attn.forward = types.MethodType(_non_causal_forward, block.attn)
@@ -223,6 +243,8 @@ class Injector:
                 self.model.tok_emb.weight.normal_(0.0, 0.02)
         elif self._on("head_untied", step, once=True):
             self.model.head.weight = torch.nn.Parameter(self.model.head.weight.detach().clone())
+        elif self._on("param_in_two_groups", step, once=True):
+            self.optimizer.param_groups[1]["params"].append(blocks[0].mlp.up.weight)
         elif self._on("sdc_param", step, once=True):
             _flip(blocks[0].attn.qkv.weight.data)
         elif self._on("optimizer_reset", step, once=True):
@@ -242,6 +264,11 @@ class Injector:
             self.optimizer.zero_grad(set_to_none=True)
         elif self._on("grad_clip_zero", step):
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 0.0)
+        elif self._on("grad_noise", step):
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    noise = torch.randn(p.grad.shape, generator=self.noise)
+                    p.grad.add_(noise * (GRAD_NOISE * float(p.grad.std())))
         elif self._on("grad_nan", step, once=True):
             grad = self.model.blocks[0].mlp.up.weight.grad
             if grad is not None:
