@@ -23,7 +23,7 @@ loss, loss spikes, gradient reset and accumulation, lr, modes, frozen layers)
 in plain Python with no host synchronization beyond one scalar; every
 ``grad_norm_every`` steps (default 2) and at check steps, the total gradient
 norm from one fused ``torch._foreach_norm`` (NaN/Inf gradients, explosion,
-collapse). *Check steps*, every ``check_every`` steps (default 20, and the
+collapse). *Check steps*, every ``check_every`` steps (default 21, and the
 step before each), add per-parameter norms, version counters and the data
 checks; the causality probe and the optimizer state scan run every
 ``causal_every``/``state_every`` steps. Inside a training step the guard's
@@ -32,8 +32,9 @@ costs microseconds and a first NumPy call tens of microseconds; hence plain
 Python on the per-step path. Measured in-process on tinylm (~11.5 ms CPU
 steps, one thread, 2026-12-03): ~85 us on a step without the gradient norm,
 ~185 us with it (the cold ``_foreach_norm`` over 28 gradients is ~100 us:
-per-tensor dispatch, no cheaper variant found), ~0.45 ms on the step before
-a check step and ~1.2-1.5 ms on a check step; ~225 us per step on average.
+per-tensor dispatch, no cheaper variant found), ~0.45-0.65 ms on the step
+before a check step and ~1.3-1.5 ms on a check step; ~240 us per step on
+average.
 An unmeasured step's NaN gradient poisons its update and shows one step
 later, in that step's gradients and loss. The benchmark (``benchmarks/guard.py``)
 measures the overhead and the detection latency of the defaults;
