@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     faults = parser.add_argument_group("fault injection (for testing the guard)")
     faults.add_argument("--fault", choices=ALL_FAULTS, metavar="NAME",
                         help="switch on a silent bug: " + ", ".join(FAULTS) + "; held out "
-                             "(never used to tune the guard): " + ", ".join(HELD_OUT_FAULTS)
+                             "(written after the guard's rules): " + ", ".join(HELD_OUT_FAULTS)
                              + "; with several ranks (torchrun) also " + ", ".join(RANK_FAULTS))
     faults.add_argument("--fault-step", type=int, default=1, metavar="K",
                         help="the optimizer step at which the fault starts")

@@ -52,8 +52,9 @@ FAULTS: dict[str, str] = {
     "step_skipped": "from K, optimizer.step() runs only at even steps (a wrong condition)",
     "optimizer_reset": "at K, the optimizer state is wiped (Adam moments and step counts)",
 }
-# Held out: written after the guard's rules and defaults were fixed (2026-12-03) and never
-# used to tune them, to measure how the guard does on bugs it was not shaped around.
+# Held out: written after the guard's rules and defaults were fixed (2026-12-03), in batches,
+# each run once before anything was changed for it, to measure how the guard does on bugs it
+# was not shaped around (first-run results in benchmarks/README.md).
 HELD_OUT_FAULTS: dict[str, str] = {
     "zero_grad_late": "from K, optimizer.zero_grad() runs between backward and step (the "
                       "gradients are gone before the update)",
@@ -66,7 +67,7 @@ HELD_OUT_FAULTS: dict[str, str] = {
     "pad_in_loss": "from K, padding positions are labelled with the pad token (the loss "
                    "learns padding)",
     # second batch, written after the first batch had led to grad.missing and the wider
-    # data.repeated_batch, and likewise never used for tuning
+    # data.repeated_batch
     "double_step": "from K, optimizer.step() runs twice per backward (a duplicated line)",
     "embedding_reinit": "at K, the token embedding is re-initialized in place (a resize that "
                         "re-draws the weights)",
