@@ -167,8 +167,8 @@ def test_nan_gradient_is_critical_before_the_update_and_stop_on_stops() -> None:
 
 
 def test_gradient_norm_every_other_step_sees_a_nan_one_step_late() -> None:
-    """grad_norm_every=2 (the default): an odd step's NaN gradient goes unmeasured and
-    poisons the update; the next step, measured, sees NaN in its gradients and loss."""
+    """grad_norm_every=2: an odd step's NaN gradient goes unmeasured and poisons the
+    update; the next step, measured, sees NaN in its gradients and loss."""
     def poison(model: Tiny) -> None:
         model.hidden.weight.grad[0, 0] = float("nan")
 
@@ -177,6 +177,49 @@ def test_gradient_norm_every_other_step_sees_a_nan_one_step_late() -> None:
         loop.train_step(after_backward=poison)
         loop.train_step()
         assert loop.first("nonfinite.grad") == seen, (every, onset)
+
+
+def test_light_steps_judge_what_persists_at_the_next_full_step() -> None:
+    """Default grad_norm_every=3 between check steps: steps 7 and 8 are light (forward and
+    loss checks only), 9 is full. A bug that persists is judged at 9; a loss, at its step."""
+    kept = Loop(check_every=21).run(6)
+    for _ in range(3):
+        kept.train_step(zero=False)  # zero_grad() lost from step 7 on
+    assert kept.first("grad.not_reset") == 9
+    frozen = Loop(check_every=21).run(6)
+    frozen.model.hidden.weight.requires_grad_(False)
+    frozen.run(3)
+    assert frozen.first("trainable.frozen") == 9
+    spiked = Loop(check_every=21).run(30)
+    spiked.train_step(loss_value=1e4)  # step 31: light
+    assert spiked.first("loss.spike") == 31
+
+
+def test_optimizer_state_wiped_before_a_light_step() -> None:
+    """Step 7's update rebuilds the state wiped before it (light: its size is not read); the
+    step counter read at step 9 has gone back from 5 to 2."""
+    loop = Loop(check_every=21).run(6)
+    loop.opt.state.clear()
+    loop.run(3)
+    assert loop.first("optimizer.step_counter") == 9
+    alert = next(a for a in loop.guard.alerts if a.rule == "optimizer.step_counter")
+    assert (alert.evidence["before"], alert.evidence["after"]) == (5, 2)
+
+
+def test_a_stalled_scheduler_with_light_steps_between() -> None:
+    torch.manual_seed(0)
+    model = Tiny()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
+    loop = Loop(model=model)
+    loop.opt = opt
+    loop.guard = watch(model, opt, scheduler=sched, check_every=21)
+    for _ in range(13):
+        loop.train_step()
+        sched.step()
+    assert loop.guard.alerts == []  # judged at 1, 3, 6, 9, 12: last_epoch moved by the gaps
+    loop.run(3)  # scheduler.step() no longer called after step 13
+    assert loop.first("lr.scheduler_stalled") == 15
 
 
 def test_nan_loss_and_loss_spike() -> None:

@@ -52,6 +52,8 @@ class Distributed(Check):
         "dist.straggler": "a rank much slower than the others: data loading, throttling, a "
                           "noisy neighbour",
     }
+    every_step = True  # work times are per step, and every rank must reach each gather
+
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -123,8 +123,10 @@ class Updates(Check):
         self.reported: dict[str, set[str]] = {}
         self.backwards_seen: list[int] = []
         self.lr_ratios: list[float] | None = None
-        self.sched_epochs: list[int] = []
+        self.sched_epochs: list[tuple[int, int]] = []  # (step, scheduler.last_epoch) judged
         self.counter: tuple[int, float, int] | None = None  # (param, step count, after step)
+        self.count_seen: tuple[int, float] | None = None  # (param, step count) at the last judged
+        # step, before its update
         self.state_size = 0
         self.scale: float | None = None  # the grad scaler's scale at the previous step
         self.checksum_prev: np.ndarray | None = None
@@ -340,26 +342,30 @@ class Updates(Check):
                 return
 
     def _stalled_scheduler(self, step: Step) -> None:
+        """The scheduler advanced once per optimizer step over the first judged steps, and by
+        less since the last judged step (light steps may lie between: `Context.is_light`)."""
         epoch = getattr(self.ctx.config.scheduler, "last_epoch", None)
         if not isinstance(epoch, int):
             return
         seen = self.sched_epochs
-        seen.append(epoch)
+        seen.append((step.number, epoch))
         if len(seen) <= LEARN_STEPS:
             return
-        learned = [b - a for a, b in zip(seen[:LEARN_STEPS], seen[1:LEARN_STEPS + 1],
-                                         strict=True)]
-        if all(d == 1 for d in learned) and seen[-1] == seen[-2]:
+        learned = [e2 - e1 == n2 - n1 for (n1, e1), (n2, e2) in
+                   zip(seen[:LEARN_STEPS], seen[1:LEARN_STEPS + 1], strict=True)]
+        (n1, e1), (n2, e2) = seen[-2:]
+        if all(learned) and e2 - e1 < n2 - n1:
             self.ctx.alert(
                 "lr.scheduler_stalled", "error",
-                f"the LR scheduler advanced once per optimizer step for the first {LEARN_STEPS} "
-                f"steps but not before step {step.number} (last_epoch stays {epoch}): "
-                "scheduler.step() is no longer called, so the lr is stuck",
-                step=step.number, evidence={"last_epoch": epoch})
+                f"the LR scheduler advanced once per optimizer step at first, but by "
+                f"{e2 - e1} over the {n2 - n1} step(s) from {n1} to {n2} (last_epoch "
+                f"{epoch}): scheduler.step() is no longer called, so the lr is stuck",
+                step=step.number, evidence={"last_epoch": epoch, "advanced": e2 - e1,
+                                            "steps": n2 - n1})
         del seen[LEARN_STEPS + 1: -1]  # keep the learned prefix and the latest value
 
     def _optimizer_state(self, step: Step) -> None:
-        """State wiped between steps, or a step counter that moved on its own."""
+        """State wiped between steps, or a step counter that moved on its own or went back."""
         optimizer = self.ctx.optimizer
         size = len(optimizer.state)
         if size < self.state_size:
@@ -375,6 +381,18 @@ class Updates(Check):
             now = _step_counter(optimizer, self.ctx.params.tensors[i])
             if now is not None and now != after:
                 self._counter_alert(step.number, i, after, now, "between steps")
+        self._counter_back(step)
+
+    def _counter_back(self, step: Step) -> None:
+        """A step counter never goes down: one that did was reset since the last judged step
+        (a state wiped at a light step is rebuilt by that step's update, unseen by size)."""
+        if not self.watched:
+            return
+        i = self.watched[0]
+        now = _step_counter(self.ctx.optimizer, self.ctx.params.tensors[i])
+        last, self.count_seen = self.count_seen, (None if now is None else (i, now))
+        if now is not None and last is not None and last[0] == i and now < last[1]:
+            self._counter_alert(step.number, i, last[1], now, "since the last judged step")
 
     def _counter_alert(self, number: int, i: int, before: float, after: float,
                        when: str) -> None:

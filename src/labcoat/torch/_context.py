@@ -14,7 +14,9 @@ check reads those and adds only its own cheap work. Check callbacks:
 
 Callbacks named in a check's `periodic` run only at check steps and the step
 before each (``check_every``); the guard skips them elsewhere, so the steps
-in between pay only for the few checks that must look at every step.
+in between pay only for the few checks that must look at every step. On
+*light* steps (`Context.is_light`) the step callbacks do not run at all: only
+``on_forward`` and ``on_record``.
 """
 
 from __future__ import annotations
@@ -174,10 +176,26 @@ class Step:
     (to compare across the gap between the two). Otherwise they are empty/None.
     """
 
-    __slots__ = ("number", "check", "forwards", "backwards", "grads", "versions_pre",
-                 "versions_post", "requires_grad", "lrs", "values", "grad_norm", "reset",
-                 "present", "grad_norms", "has_grad", "norms_pre", "norms_post", "trained",
-                 "updated", "grad_count")
+    # Class-level defaults: a step sets only what it measured (most steps measure little,
+    # and each attribute set costs on the cold per-step path).
+    versions_pre: list[int] = []  # check steps
+    versions_post: list[int] = []  # check steps and the steps before
+    requires_grad: list[bool] = []
+    lrs: list[float] = []
+    values: dict[str, np.ndarray] = {}  # set by the guard at every step (never mutated here)
+    # total L2 norm of the gradients the optimizer will apply; None: not measured at this
+    # step (see GuardConfig.grad_norm_every)
+    grad_norm: float | None = 0.0
+    reset: list[tuple[str, bool]] = []  # sentinel parameter: were its grads reset?
+    grad_count = 0  # gradients present (not None)
+    # check steps only:
+    present: np.ndarray | None = None  # gradient is not None
+    grad_norms: np.ndarray | None = None  # 0 where there is no gradient
+    has_grad: np.ndarray | None = None  # gradient present with a non-zero norm
+    norms_pre: np.ndarray | None = None
+    norms_post: np.ndarray | None = None
+    trained: np.ndarray | None = None  # touched by optimizer.step() (version moved)
+    updated: np.ndarray | None = None  # trained, and its value moved
 
     def __init__(self, number: int, check: bool, forwards: list[Forward], backwards: int,
                  grads: list[torch.Tensor | None]) -> None:
@@ -186,24 +204,6 @@ class Step:
         self.forwards = forwards
         self.backwards = backwards
         self.grads = grads
-        self.versions_pre: list[int] = []
-        self.versions_post: list[int] = []
-        self.requires_grad: list[bool] = []
-        self.lrs: list[float] = []
-        self.values: dict[str, np.ndarray] = {}
-        # total L2 norm of the gradients the optimizer will apply; None: not measured at this
-        # step (see GuardConfig.grad_norm_every)
-        self.grad_norm: float | None = 0.0
-        self.reset: list[tuple[str, bool]] = []  # sentinel parameter: were its grads reset?
-        self.grad_count = 0  # gradients present (not None)
-        # check steps only:
-        self.present: np.ndarray | None = None  # gradient is not None
-        self.grad_norms: np.ndarray | None = None  # 0 where there is no gradient
-        self.has_grad: np.ndarray | None = None  # gradient present with a non-zero norm
-        self.norms_pre: np.ndarray | None = None
-        self.norms_post: np.ndarray | None = None
-        self.trained: np.ndarray | None = None  # touched by optimizer.step() (version moved)
-        self.updated: np.ndarray | None = None  # trained, and its value moved
 
 
 @dataclass
@@ -260,6 +260,16 @@ class Context:
         return (number % self.grad_norm_every == 0 or number == self.first_step
                 or bool(every and number % every == 0))
 
+    def is_light(self, number: int) -> bool:
+        """Whether step `number` is a light step: no gradient norm and not near a check step.
+
+        A light step runs only the per-forward and per-loss checks (modes, NaN loss, loss
+        spikes); the per-step rules of the gradients and the update (a missing zero_grad,
+        a frozen layer, a wrong lr, a skipped step) judge the next full step, at most
+        ``grad_norm_every - 1`` steps later: those bugs persist.
+        """
+        return not (self.measures_grad_norm(number) or self.is_near_check(number))
+
     def is_near_check(self, number: int) -> bool:
         """Whether step `number` is a check step or the step before one."""
         return (number % self.check_every == 0 or (number + 1) % self.check_every == 0
@@ -291,6 +301,8 @@ class Check:
     rules: ClassVar[dict[str, str]] = {}  # rule -> the bug class it catches
     # callbacks that only act at check steps or the step before one: skipped at other steps
     periodic: ClassVar[frozenset[str]] = frozenset()
+    # the step callbacks must see every step (no light steps while this check is active)
+    every_step: ClassVar[bool] = False
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

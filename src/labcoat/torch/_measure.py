@@ -56,10 +56,13 @@ class Transfer:
             self._ready[key] = np.zeros(0)
             return
         try:
-            norms = torch.stack(torch._foreach_norm(list(tensors)))
+            norms = torch._foreach_norm(list(tensors))
         except (RuntimeError, TypeError):  # sparse, or mixed devices or dtypes
-            norms = torch.stack([_norm(t).to(tensors[0].device, torch.float32) for t in tensors])
-        self.add(key, norms)
+            norms = [_norm(t).to(tensors[0].device, torch.float32) for t in tensors]
+        if norms[0].device.type == "cpu":  # read one by one: cheaper than stack + copy
+            self._ready[key] = np.array([n.item() for n in norms])
+        else:
+            self.add(key, torch.stack(norms))
 
     def __bool__(self) -> bool:
         return bool(self._parts or self._ready)
