@@ -180,8 +180,9 @@ def test_gradient_norm_every_other_step_sees_a_nan_one_step_late() -> None:
 
 
 def test_light_steps_judge_what_persists_at_the_next_full_step() -> None:
-    """Default grad_norm_every=3 between check steps: steps 7 and 8 are light (forward and
-    loss checks only), 9 is full. A bug that persists is judged at 9; a loss, at its step."""
+    """Default grad_norm_every=3 between check steps: steps 7 and 8 are light (training
+    forwards counted, finite losses held), 9 is full. What persists is judged at 9; a held
+    loss is judged at the next full step's record, under its own step."""
     kept = Loop(check_every=21).run(6)
     for _ in range(3):
         kept.train_step(zero=False)  # zero_grad() lost from step 7 on
@@ -190,9 +191,23 @@ def test_light_steps_judge_what_persists_at_the_next_full_step() -> None:
     frozen.model.hidden.weight.requires_grad_(False)
     frozen.run(3)
     assert frozen.first("trainable.frozen") == 9
+    stuck = Loop(dropout=0.1, check_every=21).run(6)
+    stuck.model.eval()  # model.train() not called again after an evaluation
+    stuck.run(3)
+    assert stuck.first("mode.eval_in_train") == 9
     spiked = Loop(check_every=21).run(30)
     spiked.train_step(loss_value=1e4)  # step 31: light
+    spiked.run(1)
+    assert spiked.guard.alerts == []
+    spiked.run(1)  # step 33: full
     assert spiked.first("loss.spike") == 31
+    nan = Loop(check_every=21).run(30)
+    nan.train_step(loss_value=math.nan)  # not finite: judged at once
+    assert nan.first("nonfinite.loss") == 31
+    closed = Loop(check_every=21).run(30)
+    closed.train_step(loss_value=1e4)
+    closed.guard.close()  # judges what it held
+    assert closed.first("loss.spike") == 31
 
 
 def test_optimizer_state_wiped_before_a_light_step() -> None:
@@ -715,7 +730,7 @@ def test_settings_are_validated_with_the_fix() -> None:
         watch(Tiny(), torch.optim.SGD(Tiny().parameters(), lr=0.1), spikez=3)
     with pytest.raises(GuardError, match="disable: unknown rule or family 'datta'"):
         watch(Tiny(), torch.optim.SGD(Tiny().parameters(), lr=0.1), disable=["datta"])
-    assert GuardConfig(check_every=7).state_every == 105  # the first multiple >= 100
+    assert GuardConfig(check_every=7).state_every == 203  # the first multiple >= 200
 
 
 def test_disable_a_rule_or_a_family() -> None:

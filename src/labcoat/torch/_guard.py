@@ -101,6 +101,7 @@ from labcoat.torch._measure import Transfer
 CHECKS: tuple[type[Check], ...] = (Numerics, Updates, Modes, Data, Causality, Recompute,
                                    Distributed, Invariants)
 _LIGHT = Step(0, False, [], 0, [])  # stands for a light step between the step hooks
+_LIGHT_FORWARD = Forward(0, True, None)  # ... and for its training forwards
 SENTINELS = 1  # parameters whose gradient hooks tell whether grads were reset between steps
 
 _log = logging.getLogger("labcoat.torch.guard")
@@ -198,6 +199,8 @@ class Guard:
             module_hooks.register_module_parameter_registration_hook(mark),
         ]
         self._registered = False  # a module or parameter was registered since the last walk
+        self._losses: list[tuple[int, float]] = []  # (step, loss) of light steps, not yet judged
+        self._light_next = False  # the next optimizer step is a light one
         self._sentinels = self._pick_sentinels()
         self._sentinel_names = [self.params.names[self.params.index[id(p)]]
                                 for p in self._sentinels]
@@ -224,15 +227,29 @@ class Guard:
         number = self.step + 1 if self._forwards else self.step
         value = None
         if loss is not None:
-            value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
+            value = float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)
         elif not self._wants_batch(number):  # fast path: nobody reads this step's batch
             self.seconds += time.perf_counter() - started
             return
-        rec = Record(step=number, loss=value, batch=batch)
-        for call in self._calls(number)["on_record"]:
-            call(rec)
+        if (value is not None and math.isfinite(value) and self._lights
+                and self._ctx.is_light(number)):
+            self._losses.append((number, value))  # judged at the next full step's record
+        else:
+            self._judge_losses()
+            rec = Record(step=number, loss=value, batch=batch)
+            for call in self._calls(number)["on_record"]:
+                call(rec)
         self.seconds += time.perf_counter() - started
         self._raise_if_stopped()
+
+    def _judge_losses(self) -> None:
+        """Run the record checks on the finite losses held back from light steps, in order
+        (alerts name their own steps)."""
+        held, self._losses = self._losses, []
+        for step, loss in held:
+            rec = Record(step=step, loss=loss, batch=None)
+            for call in self._far["on_record"]:
+                call(rec)
 
     def _calls(self, number: int) -> dict[str, list[Any]]:
         return self._near if self._ctx.is_near_check(number) else self._far
@@ -291,6 +308,7 @@ class Guard:
         if self._closed:
             return
         self._closed = True
+        self._judge_losses()  # the last light steps'
         for handle in self._handles:
             handle.remove()
         for check in self._checks:
@@ -316,6 +334,10 @@ class Guard:
             return None
         started = time.perf_counter()
         training = self._ctx.training_now()
+        if training and self._light_next:  # a light step: counted (for record()), not judged
+            self._forwards.append(_LIGHT_FORWARD)
+            self.seconds += time.perf_counter() - started
+            return None
         inputs = _first_tensor(args, kwargs)
         if training:
             fwd = Forward(step=self.step + 1, training=True, inputs=inputs, args=args,
@@ -331,7 +353,7 @@ class Guard:
 
     def _on_grad(self, i: int, grad: torch.Tensor) -> None:
         """Gradient hook of sentinel i: runs before the new gradient is accumulated."""
-        if self._ctx.internal:
+        if self._ctx.internal or self._light_next:  # a light step does not judge resets
             return None
         self._sentinel_calls[i] += 1
         if self._sentinel_calls[i] == 1:  # first backward since the last optimizer step
@@ -472,6 +494,7 @@ class Guard:
         self.step = number
         self._ctx.completed = number
         self._ctx.steps_seen += 1
+        self._light_next = self._lights and self._ctx.is_light(number + 1)
         for i, p in enumerate(self._sentinels):
             g = p.grad
             self._grad_refs[i] = None if g is None else (weakref.ref(g), g._version)
