@@ -6,7 +6,8 @@
 Every run is a real tinylm training run (the default model, dropout 0.1 so
 that mode bugs matter, ``--steps`` steps) watched by the guard exactly as
 ``python -m labcoat.workloads.tinylm`` watches it: default settings
-(periodic checks every 21 steps, causality probe and state scan every 105)
+(periodic checks every 21 steps, full steps every 3, causality probe every 105 and
+state scan every 210)
 plus the facts tinylm declares (`guard_options`), with ``stop_on=None`` so a
 run goes on after its first alert.
 

@@ -14,7 +14,9 @@ inside ``with guard.evaluating():``. Mode-sensitive modules are dropout
 layers with p > 0, batch-norm layers that track running statistics, and
 ``nn.MultiheadAttention`` with dropout; their ``training`` flags are read at
 the model's forward pre-hook, so the cost is one attribute read per such
-module per call. Batch-norm kept in eval mode from the first training step
+module per call (at every evaluation forward, and at the training forwards
+of full steps: a mode left wrong persists, so a light step's is judged at
+the next full step). Batch-norm kept in eval mode from the first training step
 on (frozen statistics, common when fine-tuning) is respected; only a change
 counts. Dropout in eval mode during training is never intended: its p would be 0.
 """

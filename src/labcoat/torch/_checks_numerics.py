@@ -14,6 +14,9 @@ Rules (family ``numerics``):
                                          added to the gradients, a loss scale)
     grad_norm.collapse         error     gradient norm far below its history, or all zero
 
+A light step's finite loss is judged at the next full step's record (the
+alert names the light step); a NaN/Inf loss is judged at once.
+
 Spikes are judged against the run's own rolling window with median/MAD
 (`_robust`), never against fixed thresholds: gradient norms in log space
 (they vary over orders of magnitude), losses linearly. Gradient norms are of

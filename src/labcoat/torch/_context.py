@@ -65,7 +65,7 @@ class ParamTable:
         self.in_optimizer = np.zeros(len(self.tensors), dtype=bool)
         self.group = np.full(len(self.tensors), -1)
         self.twice: list[int] = []  # parameters listed in more than one param group slot
-        self._shape: tuple[int, ...] = ()
+        self._shape: list[int] = []
         self.shape_changed = False  # the last sync_optimizer() saw the groups change
         self.sync_optimizer()
 
@@ -91,7 +91,7 @@ class ParamTable:
 
     def sync_optimizer(self) -> bool:
         """Refresh optimizer membership if the param groups changed shape; True if they did."""
-        shape = tuple(len(g["params"]) for g in self.optimizer.param_groups)
+        shape = [len(g["params"]) for g in self.optimizer.param_groups]
         if shape == self._shape:
             self.shape_changed = False
             return False
@@ -263,10 +263,11 @@ class Context:
     def is_light(self, number: int) -> bool:
         """Whether step `number` is a light step: no gradient norm and not near a check step.
 
-        A light step runs only the per-forward and per-loss checks (modes, NaN loss, loss
-        spikes); the per-step rules of the gradients and the update (a missing zero_grad,
-        a frozen layer, a wrong lr, a skipped step) judge the next full step, at most
-        ``grad_norm_every - 1`` steps later: those bugs persist.
+        A light step only counts its training forwards and holds its loss (a non-finite
+        loss is judged at once, the others at the next full step's record, under their own
+        step numbers); the rules of the gradients, the update and the modes (a missing
+        zero_grad, a frozen layer, a wrong lr, a skipped step, eval mode left on) judge the
+        next full step, at most ``grad_norm_every - 1`` steps later: those bugs persist.
         """
         return not (self.measures_grad_norm(number) or self.is_near_check(number))
 

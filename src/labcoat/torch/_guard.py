@@ -18,27 +18,30 @@ check step to the end of the check step, the only steps they act on), and a
 gradient hook on one "sentinel" parameter (were gradients reset since the
 last step, how many backward passes per step).
 
-What it costs: every step runs the checks that need every step (NaN/Inf
-loss, loss spikes, gradient reset and accumulation, lr, modes, frozen layers)
-in plain Python with no host synchronization beyond one scalar; every
-``grad_norm_every`` steps (default 2) and at check steps, the total gradient
-norm from one fused ``torch._foreach_norm`` (NaN/Inf gradients, explosion,
-collapse). *Check steps*, every ``check_every`` steps (default 21, and the
-step before each), add per-parameter norms, version counters and the data
-checks; the causality probe and the optimizer state scan run every
-``causal_every``/``state_every`` steps. Inside a training step the guard's
-code runs with cold caches (the step evicted them), where each Python line
-costs microseconds and a first NumPy call tens of microseconds; hence plain
-Python on the per-step path. Measured in-process on tinylm (~11.5 ms CPU
-steps, one thread, 2026-12-03): ~85 us on a step without the gradient norm,
-~185 us with it (the cold ``_foreach_norm`` over 28 gradients is ~100 us:
-per-tensor dispatch, no cheaper variant found), ~0.45-0.65 ms on the step
-before a check step and ~1.3-1.5 ms on a check step; ~240 us per step on
-average.
-An unmeasured step's NaN gradient poisons its update and shows one step
-later, in that step's gradients and loss. The benchmark (``benchmarks/guard.py``)
-measures the overhead and the detection latency of the defaults;
-``check_every=1, grad_norm_every=1`` checks everything at every step.
+What it costs: steps come in three kinds. *Full steps*, every
+``grad_norm_every`` steps (default 3), run the per-step rules (gradient
+reset and accumulation, lr, optimizer state, frozen layers, modes) in plain
+Python and measure the total gradient norm with one fused
+``torch._foreach_norm`` (NaN/Inf gradients, explosion, collapse). *Light
+steps*, the ones between, only count their training forwards and hold their
+loss: a bug that persists (a missing zero_grad, a frozen layer, a wrong lr,
+eval mode left on) is judged at the next full step, at most two steps later,
+and a held loss then too, under its own step (a NaN/Inf loss at once).
+*Check steps*, every ``check_every`` steps (default 21, and the step before
+each), add per-parameter norms, version counters and the data checks; the
+causality probe runs every ``causal_every`` steps (default 105), the
+optimizer state scan every ``state_every`` (default 210). Inside a training step
+the guard's code runs with cold caches (the step evicted them), where each
+Python line costs microseconds and a first NumPy call tens of microseconds;
+hence plain Python, and as little of it as possible, on the per-step path.
+Measured in ``benchmarks/guard.py`` (three tinylm models interleaved, 12-14
+ms CPU steps, one thread, 2026-12-03): ~35-40 us on a light step, ~320-360 us
+on a full step (the cold ``_foreach_norm`` over 28 gradients ~120 us: per-tensor
+dispatch, no cheaper variant found), ~0.7 ms on the step before a check step
+and ~1.6-1.9 ms on a check step; ~230-250 us per step on average.
+A NaN gradient at a light step poisons its update and shows at the next
+step, in its loss. ``check_every=1, grad_norm_every=1`` checks everything at
+every step.
 Profile observations are queued between check steps when no reference is
 given (the profile is identical); the robust median/MAD of ``update.norm_jump``
 is computed only when some norm moved at least 2x (its precondition).

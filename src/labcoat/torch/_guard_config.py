@@ -60,7 +60,7 @@ class GuardConfig:
     # --- model probes ----------------------------------------------------------------------------
     causal: bool = False  # the model is causal over its sequence dim: probe future leakage
     causal_every: int | None = None  # probe every N steps (and at the first step); a multiple
-    # of check_every (None: the first multiple >= 200; each probe costs ~1.5 ms on tinylm)
+    # of check_every (None: the first multiple >= 100; each probe costs ~1.5 ms on tinylm)
     recompute_every: int = 0  # every N steps recompute forward+backward and compare (needs loss_fn)
     loss_fn: Callable[[Any, Any], Any] | None = None  # loss_fn(model, batch) -> scalar loss
     recompute_rtol: float = 0.0  # allowed relative gradient difference (0: bit for bit)
@@ -87,9 +87,10 @@ class GuardConfig:
             self.reference = (self.reference,)
         if isinstance(self.check_every, int) and not isinstance(self.check_every, bool) \
                 and self.check_every >= 1:
-            every = self.check_every * max(1, -(-200 // self.check_every))
-            self.state_every = every if self.state_every is None else self.state_every
-            self.causal_every = every if self.causal_every is None else self.causal_every
+            if self.state_every is None:
+                self.state_every = _first_multiple(self.check_every, 200)
+            if self.causal_every is None:
+                self.causal_every = _first_multiple(self.check_every, 100)
         self.reference = tuple(self.reference)
         problems = list(self._problems())
         if problems:
@@ -145,6 +146,10 @@ class GuardConfig:
         if not all(isinstance(r, Mapping) for r in self.reference):
             out.append("reference must be a list of profiles (dicts from guard.profile())")
         return out
+
+
+def _first_multiple(of: int, at_least: int) -> int:
+    return of * max(1, -(-at_least // of))
 
 
 def _bad_int(value: Any, minimum: int | None) -> bool:
