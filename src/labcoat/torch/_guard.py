@@ -372,8 +372,9 @@ class Guard:
             return None
         started = time.perf_counter()
         number = self.step + 1
-        if self._lights and self._ctx.is_light(number):
-            self._light_pre()
+        if self._light_next:  # = is_light(number), decided when the last step ended
+            self._forwards = []
+            self._current = _LIGHT
         elif self._ctx.is_near_check(number):  # parameter norms: keep autograd out
             with torch.no_grad():
                 self._measure_pre(optimizer, number, self._near)
@@ -382,13 +383,6 @@ class Guard:
         self.seconds += time.perf_counter() - started
         self._raise_if_stopped()
         return None
-
-    def _light_pre(self) -> None:
-        """A light step (`Context.is_light`): only forget what this step's hooks gathered."""
-        self._forwards = []
-        n = len(self._sentinels)
-        self._sentinel_calls, self._sentinel_reset = [0] * n, [None] * n
-        self._current = _LIGHT
 
     def _measure_pre(self, optimizer: torch.optim.Optimizer, number: int,
                      calls: dict[str, list[Any]]) -> None:
@@ -497,7 +491,9 @@ class Guard:
         self.step = number
         self._ctx.completed = number
         self._ctx.steps_seen += 1
-        self._light_next = self._lights and self._ctx.is_light(number + 1)
+        self._light_next = light = self._lights and self._ctx.is_light(number + 1)
+        if light:  # the sentinels stand by at a light step: nothing to compare with
+            return
         for i, p in enumerate(self._sentinels):
             g = p.grad
             self._grad_refs[i] = None if g is None else (weakref.ref(g), g._version)
