@@ -221,14 +221,21 @@ def test_optimizer_state_wiped_before_a_light_step() -> None:
     assert (alert.evidence["before"], alert.evidence["after"]) == (5, 2)
 
 
-def test_a_stalled_scheduler_with_light_steps_between() -> None:
+def scheduled_loop(**options: Any) -> tuple[Loop, Any]:
+    """A loop whose guard is told the AdamW's StepLR scheduler (and `options`)."""
     torch.manual_seed(0)
     model = Tiny()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
     loop = Loop(model=model)
+    loop.guard.close()
     loop.opt = opt
-    loop.guard = watch(model, opt, scheduler=sched, check_every=21)
+    loop.guard = watch(model, opt, scheduler=sched, **options)
+    return loop, sched
+
+
+def test_a_stalled_scheduler_with_light_steps_between() -> None:
+    loop, sched = scheduled_loop(check_every=21)
     for _ in range(13):
         loop.train_step()
         sched.step()
@@ -513,13 +520,8 @@ def test_optimizer_state_reset() -> None:
 
 
 def test_lr_schedule_scheduler_and_stall() -> None:
-    torch.manual_seed(0)
-    model = Tiny()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
-    loop = Loop(model=model)
-    loop.opt = opt
-    loop.guard = watch(model, opt, scheduler=sched, **FAST)
+    loop, sched = scheduled_loop(**FAST)
+    opt = loop.opt
     for _ in range(5):
         loop.train_step()
         sched.step()

@@ -54,7 +54,6 @@ class Distributed(Check):
     }
     every_step = True  # work times are per step, and every rank must reach each gather
 
-
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.group = ctx.config.process_group

@@ -42,9 +42,10 @@ class GuardConfig:
     scheduler: Any = None  # LR scheduler: applied lr must equal get_last_lr(), and it must advance
     lr_schedule: Callable[[int], float] | None = None  # intended lr of optimizer step k (1-based)
     grad_norm_every: int = 3  # full steps: every N steps (and near check steps) the total
-    # gradient norm (NaN/Inf, explosion, collapse) and the per-step update rules (zero_grad,
-    # frozen layers, lr, accumulation); the steps between are light: forward and loss checks
-    # only (a bug there is judged at the next full step). 1: every step is full
+    # gradient norm (NaN/Inf, explosion, collapse) and the per-step rules (zero_grad, frozen
+    # layers, lr, accumulation, modes); the steps between are light: they count training
+    # forwards and hold finite losses, and what they show is judged at the next full step
+    # (at most N - 1 steps later). 1: every step is full
     check_every: int = 21  # check steps: per-parameter norms (weights before step N vs after
     # N-1, whether N moved them), data checks; the other steps run the cheap checks only.
     # Odd, and prime to 10: a bug that repeats every 2, 4, 8 or 10 steps (accumulation,
