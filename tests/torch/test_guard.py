@@ -733,6 +733,7 @@ def test_settings_are_validated_with_the_fix() -> None:
     with pytest.raises(GuardError, match="disable: unknown rule or family 'datta'"):
         watch(Tiny(), torch.optim.SGD(Tiny().parameters(), lr=0.1), disable=["datta"])
     assert GuardConfig(check_every=7).state_every == 203  # the first multiple >= 200
+    assert GuardConfig(check_every=7).causal_every == 105  # the first multiple >= 100
 
 
 def test_disable_a_rule_or_a_family() -> None:
