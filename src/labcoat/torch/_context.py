@@ -269,10 +269,7 @@ class Context:
         zero_grad, a frozen layer, a wrong lr, a skipped step, eval mode left on) judge the
         next full step, at most ``grad_norm_every - 1`` steps later: those bugs persist.
         """
-        every, check = self.recompute_every, self.check_every  # inlined: runs every step
-        return not (number % self.grad_norm_every == 0 or number % check == 0
-                    or (number + 1) % check == 0 or number == self.first_step
-                    or (every and number % every == 0))
+        return not (self.measures_grad_norm(number) or self.is_near_check(number))
 
     def is_near_check(self, number: int) -> bool:
         """Whether step `number` is a check step or the step before one."""
