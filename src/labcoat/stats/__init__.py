@@ -15,6 +15,8 @@
 - across tasks: random_effects, fixed_effect, generalization, macro_average
 - curves against reference runs: prediction_band (per-step band for a new run, over looks)
 - one set of items under k conditions (prompt templates): spread_of_means (range, paired)
+- the verdict on a hypothesis (supported, negligible, refuted, no-effect, aliased,
+  inconclusive; equivalence by TOST): verdict, equivalence_p, Verdict, DECISIONS
 - warnings that qualify a result: StatsWarning
 """
 
@@ -86,8 +88,10 @@ from labcoat.stats._tests import (
     permutation_test,
 )
 from labcoat.stats._types import Difference, Interval
+from labcoat.stats._verdict import DECISIONS, Verdict, equivalence_p, verdict
 
 __all__ = [
+    "DECISIONS",
     "Adjusted",
     "Band",
     "ConfidenceSequence",
@@ -107,6 +111,7 @@ __all__ = [
     "SequentialTest",
     "Spread",
     "StatsWarning",
+    "Verdict",
     "adjust",
     "aggregate_iqm",
     "aggregate_mean",
@@ -119,6 +124,7 @@ __all__ = [
     "check_same_items",
     "compare_curves",
     "confidence_sequence",
+    "equivalence_p",
     "eval_mean",
     "factorial_effects",
     "fixed_effect",
@@ -152,5 +158,6 @@ __all__ = [
     "suggest_fractional",
     "summarize_curves",
     "unpaired_difference",
+    "verdict",
     "welch",
 ]

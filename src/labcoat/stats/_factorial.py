@@ -708,7 +708,8 @@ def factorial_effects(
         if label in hidden:
             method += "; aliased with " + ", ".join(hidden[label])
         result[label] = Difference(estimate, estimate - quantile * se, estimate + quantile * se,
-                                   se, p_value, method, n=n, df=float(df), ci=ci)
+                                   se, p_value, method, n=n, df=float(df), ci=ci,
+                                   aliases=tuple(hidden.get(label, ())))
     return result
 
 

@@ -31,6 +31,7 @@ class Difference:
     df: float = float("inf")
     correlation: float = float("nan")  # paired comparisons: corr(a, b)
     ci: float = 0.95
+    aliases: tuple[str, ...] = ()  # effects this estimate is confounded with (fractions)
 
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0
