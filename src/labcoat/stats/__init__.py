@@ -6,7 +6,8 @@
   optimality gap; stratified bootstrap), probability_of_improvement, performance_profile
 - runs (seeds): mean_interval, welch, paired_t, permutation_test, mann_whitney, hedges_g,
   compare_curves (one number per run, never steps as samples)
-- planning: items_needed, minimum_detectable_effect, seeds_needed, power_two_sample
+- planning: items_needed, minimum_detectable_effect, seeds_needed, power_two_sample,
+  power_paired (paired seeds), family_alpha (per-comparison alpha under a correction)
 - sequential (seeds in rounds, anytime-valid): SequentialTest, confidence_sequence,
   sequential_plan
 - families: adjust (Holm, Benjamini-Hochberg, Bonferroni), holm, benjamini_hochberg
@@ -60,10 +61,12 @@ from labcoat.stats._multiple import (
 )
 from labcoat.stats._power import (
     PilotVariances,
+    family_alpha,
     items_needed,
     items_needed_from_pilot,
     minimum_detectable_effect,
     pilot_variances,
+    power_paired,
     power_two_sample,
     seeds_needed,
     seeds_needed_from_pilot,
@@ -127,6 +130,7 @@ __all__ = [
     "equivalence_p",
     "eval_mean",
     "factorial_effects",
+    "family_alpha",
     "fixed_effect",
     "fractional_factorial",
     "full_factorial",
@@ -146,6 +150,7 @@ __all__ = [
     "performance_profile",
     "permutation_test",
     "pilot_variances",
+    "power_paired",
     "power_two_sample",
     "prediction_band",
     "probability_of_improvement",

@@ -4,10 +4,13 @@ Items (Miller 2024, sec. 5): two models answer the same n items, each item K
 times; the paired difference of means is normal, so the sample size has a
 closed form (eq. 9) and so has the minimum detectable effect (eq. 10).
 
-Seeds: a handful of independent runs per arm compared with a two-sample t test;
-with so few runs the normal formula undercounts, so power comes from the
-noncentral t distribution (Cohen 1988, "Statistical Power Analysis for the
-Behavioral Sciences", ch. 2), searched over n.
+Seeds: a handful of runs per arm compared with a two-sample t test, or, when
+the arms share seeds and the analysis pairs them (`seed_analysis: paired`), a
+paired t test on the per-seed differences; with so few runs the normal formula
+undercounts, so power comes from the noncentral t distribution (Cohen 1988,
+"Statistical Power Analysis for the Behavioral Sciences", ch. 2), searched over
+n. A family of comparisons corrected by Holm or Bonferroni is planned at the
+per-comparison alpha `family_alpha` gives.
 
 Miller 2024 = E. Miller, "Adding Error Bars to Evals: A Statistical Approach to
 Language Model Evaluations", arXiv:2411.00640.
@@ -15,6 +18,7 @@ Language Model Evaluations", arXiv:2411.00640.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from dataclasses import dataclass
@@ -22,10 +26,12 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import integrate
 from scipy import stats as sps
 
 from labcoat.stats._checks import StatsWarning
 from labcoat.stats._items import _item_matrix
+from labcoat.stats._multiple import METHODS
 
 Alternative = Literal["two-sided", "larger", "smaller"]
 _ALTERNATIVES = ("two-sided", "larger", "smaller")
@@ -201,7 +207,7 @@ def items_needed_from_pilot(
                         sigma2_a=pilot.sigma2_a, sigma2_b=pilot.sigma2_b, k_a=plan_a, k_b=plan_b)
 
 
-# --- seeds: two-sample t test, noncentral t ------------------------------------
+# --- seeds: two-sample and paired t tests, noncentral t ------------------------
 
 
 def power_two_sample(
@@ -222,16 +228,47 @@ def power_two_sample(
 
     The t statistic follows a noncentral t with df = n1 + n2 - 2 and noncentrality
     d * sqrt(n1 n2 / (n1 + n2)) (Cohen 1988, ch. 2); same conventions as
-    statsmodels' TTestIndPower().power(effect, n, alpha, ratio, alternative).
+    statsmodels' TTestIndPower().power(effect, n, alpha, ratio, alternative), and
+    finite in [0, 1] where scipy's noncentral t (and so statsmodels) gives NaN far in
+    the tail (see `_t_power`).
     """
-    n1 = float(n)
-    if not n1 >= 2 or math.isinf(n1):
-        raise ValueError(f"n={n!r} must be at least 2 runs in the first arm")
+    n1 = _runs(n)
     d = _standardized(effect, sd)
     alpha = _probability(alpha, "alpha")
     ratio = _positive_finite(ratio, "ratio")
     _check_alternative(alternative)
     return _t_power(n1, d, alpha, ratio, alternative)
+
+
+def power_paired(
+    n: float,
+    effect: float,
+    *,
+    alpha: float = 0.05,
+    sd: float | None = None,
+    alternative: Alternative = "two-sided",
+) -> float:
+    """Power of a paired t test on n seeds run in both arms (`stats.paired_t`).
+
+    effect: the true mean of the per-seed difference (variant - control) in the
+    metric's units when sd is given, else standardized (effect / sd of differences).
+    sd: the SD of the per-seed differences variant - control, NOT the per-run SD of
+    the metric: sd_diff = sqrt(sd_a^2 + sd_b^2 - 2 rho sd_a sd_b), so seeds that move
+    both arms alike (correlation rho > 0) make it small. With rho unknown,
+    sd * sqrt(2) (rho = 0, the same noise as two independent arms) is conservative
+    for rho >= 0.
+    alternative: "two-sided", "larger" (variant > control) or "smaller".
+
+    The t statistic of the differences is noncentral t with df = n - 1 and
+    noncentrality d * sqrt(n); equals statsmodels'
+    TTestPower().power(effect / sd, nobs=n, alpha=alpha, alternative=alternative)
+    where that is finite.
+    """
+    pairs = _runs(n)
+    d = _standardized(effect, sd)
+    alpha = _probability(alpha, "alpha")
+    _check_alternative(alternative)
+    return _nct_power(pairs - 1, d * math.sqrt(pairs), alpha, alternative)
 
 
 def seeds_needed(
@@ -242,20 +279,31 @@ def seeds_needed(
     sd: float | None = None,
     ratio: float = 1.0,
     alternative: Alternative = "two-sided",
+    paired: bool = False,
 ) -> int:
-    """Smallest whole number of runs (seeds) in arm 1 for a two-sample t test to reach power.
+    """Smallest whole number of runs (seeds) per arm for a t test to reach power.
 
-    Arm 2 gets ratio * n runs (round up when ratio != 1). effect, sd, alternative as
-    in `power_two_sample`: a raw difference when sd is given, else Cohen's d.
-    Searches integers n >= 2 on the exact noncentral-t power, so it equals
-    ceil(statsmodels TTestIndPower().solve_power(effect_size=d, alpha=alpha,
+    paired=False: a two-sample t test (`power_two_sample`); arm 1 gets n runs and
+    arm 2 ratio * n (round up when ratio != 1); sd is the per-run SD of the metric.
+    Equals ceil(statsmodels TTestIndPower().solve_power(effect_size=d, alpha=alpha,
     power=power, ratio=ratio, alternative=alternative)) (2 if that is below 2).
+    paired=True: a paired t test on n shared seeds (`power_paired`); sd is the SD of
+    the per-seed differences variant - control; ratio must be 1. Equals
+    ceil(TTestPower().solve_power(...)) (at least 2).
+    effect, alternative as in `power_two_sample`: a raw difference when sd is given,
+    else standardized. alpha is the per-comparison level: for a family of
+    comparisons pass `family_alpha(alpha, m, correction)`. Searches integers n >= 2.
     """
     d = _standardized(effect, sd)
     alpha = _probability(alpha, "alpha")
     power = _probability(power, "power")
     ratio = _positive_finite(ratio, "ratio")
     _check_alternative(alternative)
+    if paired and ratio != 1:
+        raise ValueError(
+            f"ratio={ratio!r} with paired=True: a paired design runs every seed in both arms; "
+            "leave ratio=1, or plan a two-sample test (paired=False)"
+        )
     if alternative == "larger" and d < 0 or alternative == "smaller" and d > 0:
         raise ValueError(
             f"effect={effect!r} points the other way from alternative={alternative!r}: "
@@ -269,6 +317,8 @@ def seeds_needed(
         )
 
     def enough(n: int) -> bool:
+        if paired:
+            return _nct_power(n - 1.0, d * math.sqrt(n), alpha, alternative) >= power
         return _t_power(float(n), d, alpha, ratio, alternative) >= power
 
     # Power rises with n (both the noncentrality and df grow): double, then bisect.
@@ -289,6 +339,36 @@ def seeds_needed(
     return high
 
 
+def family_alpha(alpha: float, comparisons: int, method: str) -> float:
+    """The per-comparison alpha to plan each comparison of a corrected family at.
+
+    alpha: the family's level (the hypothesis' alpha). comparisons: m, the number of
+    comparisons the correction runs over (every variant against the control under
+    every hypothesis). method: the design's `correction:`, one of "holm", "bh",
+    "bonferroni", "none".
+
+    - "bonferroni": alpha / m, the level each comparison is tested at.
+    - "holm": alpha / m. Holm's first step is Bonferroni's test and it rejects at
+      least what Bonferroni rejects (Holm 1979), so power planned at alpha / m is a
+      guaranteed lower bound for each comparison, whatever the others do; Holm gives
+      more when several effects are real.
+    - "bh": alpha / m as well, which is conservative: Benjamini-Hochberg rejects a
+      comparison with p <= alpha / m always, and up to p <= alpha when the others are
+      rejected too, so the true power lies between the two plans.
+    - "none", or m == 1: alpha, the comparison is tested at alpha.
+    Planning at plain alpha for a family of 3 under Holm gives about 65% power where
+    80% was asked.
+    """
+    alpha = _probability(alpha, "alpha")
+    if isinstance(comparisons, bool) or int(comparisons) != comparisons or comparisons < 1:
+        raise ValueError(f"comparisons={comparisons!r} must be a whole number, at least 1")
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    if method == "none":
+        return alpha
+    return alpha / int(comparisons)
+
+
 def seeds_needed_from_pilot(
     control_values: ArrayLike,
     variant_values: ArrayLike,
@@ -298,15 +378,19 @@ def seeds_needed_from_pilot(
     power: float = 0.8,
     ratio: float = 1.0,
     alternative: Alternative = "two-sided",
+    paired: bool = False,
 ) -> int:
-    """`seeds_needed` for a raw effect, with sd the pooled sd of pilot runs.
+    """`seeds_needed` for a raw effect, with sd from pilot runs.
 
     control_values: (n_c,), variant_values: (n_v,): one metric value per pilot run,
-    at least 2 each. Pooled sd = sqrt(((n_c-1) s_c^2 + (n_v-1) s_v^2) / (n_c+n_v-2)),
-    the sd the pooled t test assumes. effect: the difference (variant - control) to
-    detect, in the metric's units; the pilot's observed difference is not used.
-    An sd from a few pilot runs is itself uncertain (with 3 runs per arm its 95%
-    interval spans roughly 0.6x to 2.9x), so treat the answer as a rough guide.
+    at least 2 each. paired=False: sd is the pooled sd
+    sqrt(((n_c-1) s_c^2 + (n_v-1) s_v^2) / (n_c+n_v-2)), the sd the pooled t test
+    assumes. paired=True: the runs are aligned by seed (n_c == n_v, value i of both
+    from seed i) and sd is the SD of the differences variant - control, for a paired
+    t test. effect: the difference (variant - control) to detect, in the metric's
+    units; the pilot's observed difference is not used. An sd from a few pilot runs
+    is itself uncertain (with 3 runs per arm its 95% interval spans roughly 0.6x to
+    2.9x), so treat the answer as a rough guide.
     """
     groups = []
     for name, values in (("control_values", control_values), ("variant_values", variant_values)):
@@ -319,16 +403,29 @@ def seeds_needed_from_pilot(
             raise ValueError(f"{name} contains NaN or inf; drop or fix failed runs first")
         groups.append(array)
     control, variant = groups
-    df = control.size + variant.size - 2
-    pooled = math.sqrt(((control.size - 1) * control.var(ddof=1)
+    if paired:
+        if control.size != variant.size:
+            raise ValueError(
+                f"paired=True needs one value per seed in both arms, aligned: got "
+                f"{control.size} and {variant.size} runs; keep the seeds both arms ran"
+            )
+        sd = float((variant - control).std(ddof=1))
+        if sd == 0:
+            raise ValueError(
+                "the pilot's per-seed differences have zero spread (sd 0) so any effect would "
+                "look certain; check that the arms really differ and ran different seeds"
+            )
+    else:
+        df = control.size + variant.size - 2
+        sd = math.sqrt(((control.size - 1) * control.var(ddof=1)
                         + (variant.size - 1) * variant.var(ddof=1)) / df)
-    if pooled == 0:
-        raise ValueError(
-            "the pilot runs have zero spread (pooled sd 0) so any effect would look certain; "
-            "check that the runs used different seeds"
-        )
-    return seeds_needed(effect, alpha=alpha, power=power, sd=pooled, ratio=ratio,
-                        alternative=alternative)
+        if sd == 0:
+            raise ValueError(
+                "the pilot runs have zero spread (pooled sd 0) so any effect would look "
+                "certain; check that the runs used different seeds"
+            )
+    return seeds_needed(effect, alpha=alpha, power=power, sd=sd, ratio=ratio,
+                        alternative=alternative, paired=paired)
 
 
 # --- helpers -------------------------------------------------------------------
@@ -336,16 +433,65 @@ def seeds_needed_from_pilot(
 
 def _t_power(n1: float, d: float, alpha: float, ratio: float, alternative: str) -> float:
     n2 = ratio * n1
-    df = n1 + n2 - 2
-    noncentrality = d * math.sqrt(n1 * n2 / (n1 + n2))
+    return _nct_power(n1 + n2 - 2, d * math.sqrt(n1 * n2 / (n1 + n2)), alpha, alternative)
+
+
+def _nct_power(df: float, noncentrality: float, alpha: float, alternative: str) -> float:
+    """P(reject) for a t statistic ~ noncentral t(df, noncentrality): finite, in [0, 1]."""
     level = alpha / 2 if alternative == "two-sided" else alpha
     critical = float(sps.t.isf(level, df))
     result = 0.0
     if alternative in ("two-sided", "larger"):
-        result += float(sps.nct.sf(critical, df, noncentrality))
+        result += _nct_sf(critical, df, noncentrality)
     if alternative in ("two-sided", "smaller"):
-        result += float(sps.nct.cdf(-critical, df, noncentrality))
-    return result
+        # P(T < -c | delta) = P(T > c | -delta): T is antisymmetric in delta.
+        result += _nct_sf(critical, df, -noncentrality)
+    return min(1.0, result)
+
+
+def _nct_sf(critical: float, df: float, noncentrality: float) -> float:
+    """P(T > critical) for T ~ noncentral t(df, noncentrality), critical >= 0.
+
+    scipy's nct.sf is accurate where the tail is large, but far out (the wrong-way
+    tail of a large noncentrality, e.g. df 18, delta 13.4) it returns NaN or values
+    off by orders of magnitude (scipy issues #7104, #25106). Those values are
+    bounded: T > c >= 0 needs Z + delta > 0, so 0 <= P(T > c) <= Phi(delta). Clipping
+    to that bound makes any error at most Phi(delta), below 1e-16 once delta < -8.3,
+    which is where the garbage lives; a non-finite result falls back to quadrature.
+    """
+    bound = float(sps.norm.cdf(noncentrality))
+    if bound < 1e-300:
+        return 0.0
+    value = float(sps.nct.sf(critical, df, noncentrality))
+    if not math.isfinite(value):
+        value = _nct_sf_by_quadrature(critical, df, noncentrality)
+    return min(max(value, 0.0), bound)
+
+
+def _nct_sf_by_quadrature(critical: float, df: float, noncentrality: float) -> float:
+    """P(T > c) from the definition T = (Z + delta) / S, S = sqrt(chi^2_df / df):
+    the integral of Phi(delta - c s) over the density of S (Johnson, Kotz &
+    Balakrishnan 1995, "Continuous Univariate Distributions" vol. 2, ch. 31)."""
+    scale = math.sqrt(df)
+    chi = sps.chi(df)
+
+    def integrand(s: float) -> float:
+        return float(chi.pdf(s * scale) * scale * sps.norm.cdf(noncentrality - critical * s))
+
+    low, high = chi.ppf(1e-17) / scale, chi.isf(1e-17) / scale
+    # Break at the centre of S and where Phi(delta - c s) drops, so quad sees both.
+    points = sorted({1.0, *((noncentrality / critical,) if critical > 0 else ())})
+    points = [p for p in points if low < p < high]
+    edges = [low, *points, high]
+    return float(sum(integrate.quad(integrand, a, b, epsabs=1e-15, epsrel=1e-12,
+                                    limit=200)[0] for a, b in itertools.pairwise(edges)))
+
+
+def _runs(n: float) -> float:
+    value = float(n)
+    if not value >= 2 or math.isinf(value):
+        raise ValueError(f"n={n!r} must be at least 2 runs (seeds) per arm")
+    return value
 
 
 def _item_variance(omega2: float, sigma2_a: float, sigma2_b: float, k_a: int, k_b: int) -> float:
