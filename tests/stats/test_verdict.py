@@ -250,11 +250,6 @@ def test_equivalence_p_rejects_bad_delta(delta: float) -> None:
 # --- known problems (see the final message of issue 17's review) ----------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "verdict() says 'no-effect' for an aliased estimate: in a resolution-III fraction A's "
-    "estimate is A + BC, so a true A = +2 and BC = -2 give an estimate near 0 that TOST "
-    "calls equivalent; 'no effect of at least delta' on A is then wrong. The aliases are "
-    "only read when the estimate is significant"))
 def test_aliased_estimate_is_never_no_effect() -> None:
     d = diff(0.1, 0.1, aliases=("B*C",))  # A + BC: not significant, inside +-0.5
     v = verdict(d, smallest_effect=0.5, aliases=("B*C",))
@@ -262,10 +257,6 @@ def test_aliased_estimate_is_never_no_effect() -> None:
     assert "B*C" in v.reason
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "verdict(smallest_effect=0.0) is silently read as 'no smallest effect' (falsy), and a "
-    "negative smallest_effect is not checked when the estimate is significant and aliased; "
-    "equivalence_p and SequentialTest reject both with ValueError"))
 @pytest.mark.parametrize("case", ["zero", "negative-aliased"])
 def test_verdict_rejects_every_bad_smallest_effect(case: str) -> None:
     if case == "zero":

@@ -14,7 +14,9 @@ smallest effect worth having, delta, the verdict reads the interval against
 - otherwise "inconclusive": more data would narrow the interval.
 
 A factorial main effect aliased with an interaction (a resolution-III fraction)
-estimates their sum, so a significant one is "aliased", never plainly supported.
+estimates their sum, so a significant one is "aliased", never plainly supported;
+nor is a sum inside +-delta "no-effect" (A = +2 and BC = -2 cancel): it is
+"aliased" too, the reason saying what the sum does show.
 
 In a family of m comparisons the interval and p-value are the adjusted ones
 (`stats.adjust`), and TOST runs at alpha / m (Bonferroni, conservative under
@@ -81,6 +83,10 @@ def verdict(diff: Difference, *, alpha: float = 0.05, direction: Direction = "in
         raise ValueError(f"alpha={alpha!r} must be in (0, 1), e.g. 0.05")
     if isinstance(family_size, bool) or int(family_size) != family_size or family_size < 1:
         raise ValueError(f"family_size={family_size!r} must be a whole number >= 1")
+    if smallest_effect is not None and not (math.isfinite(smallest_effect)
+                                            and smallest_effect > 0):
+        raise ValueError(f"smallest_effect={smallest_effect!r} must be a finite number > 0, "
+                         "or None")
     wanted = 1 if direction == "increase" else -1
     p = diff.p_value
     over = f" over {over}" if over else ""
@@ -88,15 +94,17 @@ def verdict(diff: Difference, *, alpha: float = 0.05, direction: Direction = "in
               f"[{diff.low:+.4g}, {diff.high:+.4g}]{over}, p={p:.3g}{adjusted}")
     significant = p < alpha
     sign = (diff.estimate > 0) - (diff.estimate < 0)
-    if significant and aliases:
+    tost = equivalence_p(diff, smallest_effect) if smallest_effect else float("nan")
+    level = alpha / family_size
+    if aliases and (significant or tost < level):
         joined = " and ".join(aliases)
         way = "the predicted" if sign == wanted else "the opposite"
+        shows = (f"< {alpha:g}, in {way} direction" if significant else
+                 f">= {alpha:g}, inside +-{smallest_effect:g} (TOST p={tost:.3g})")
         return Verdict("aliased", (
-            f"{effect} < {alpha:g}, in {way} direction, but this fraction aliases the effect "
-            f"with {joined}: the estimate is their sum, so it supports the hypothesis only if "
-            f"{joined} is negligible; run the fold-over (the other half-fraction) to separate "
-            "them"))
-    tost = equivalence_p(diff, smallest_effect) if smallest_effect else float("nan")
+            f"{effect} {shows}, but this fraction aliases the effect with {joined}: the "
+            f"estimate is their sum, so it speaks for this effect only if {joined} is "
+            "negligible; run the fold-over (the other half-fraction) to separate them"), tost)
     if significant and sign == wanted:
         near = diff.high if wanted == 1 else -diff.low  # the interval's end toward delta
         if smallest_effect and near < smallest_effect:
@@ -108,7 +116,6 @@ def verdict(diff: Difference, *, alpha: float = 0.05, direction: Direction = "in
     if significant:
         return Verdict("refuted", f"{effect} < {alpha:g}, opposite to the predicted direction",
                        tost)
-    level = alpha / family_size
     if smallest_effect and tost < level:
         per = f" (alpha {alpha:g}/{family_size})" if family_size > 1 else ""
         return Verdict("no-effect", (
