@@ -24,15 +24,51 @@ seeds: 4
 
 
 def test_seeds_and_minimum_detectable_effects_match_statsmodels(tmp_path):
+    """Three variants against the control under Holm (the default): each comparison is
+    planned at alpha 0.05 / 3, so d = 0.5 needs 86 seeds per arm, not the 64 of one test."""
     found = review.plan(spec.load_design(_design(tmp_path)))
     (h,) = found.hypotheses
     solver = TTestIndPower()
-    assert h.seeds_needed == int(np.ceil(solver.solve_power(0.1 / 0.2, alpha=0.05, power=0.8)))
+    assert h.comparisons == 3 and h.alpha == pytest.approx(0.05 / 3) and not h.paired
+    assert h.analysis == ("two-sample t on seeds, Holm over 3 comparisons: alpha 0.0167 per "
+                          "comparison")
+    assert h.seeds_needed == int(np.ceil(solver.solve_power(0.1 / 0.2, alpha=0.05 / 3,
+                                                            power=0.8))) == 86
     for n, mde in h.mde_by_seeds:
-        d = solver.solve_power(nobs1=n, alpha=0.05, power=0.8)
+        d = solver.solve_power(nobs1=n, alpha=0.05 / 3, power=0.8)
         assert mde == pytest.approx(d * 0.2, rel=1e-3)
     assert found.factorial is not None  # three one-change arms: test them together
     assert found.factorial.design.n_runs == 8
+
+
+@pytest.mark.parametrize(("extra", "comparisons", "alpha"), [
+    ("correction: none", 3, 0.05),  # uncorrected: each at full alpha
+    ("correction: bonferroni", 3, 0.05 / 3),
+    ("correction: bh", 3, 0.05 / 3),  # conservative for BH
+    ("arms: {base: {control: true}, x: {params: {a: 1}}}", 1, 0.05),  # one comparison
+])
+def test_plan_alpha_follows_the_family(tmp_path, extra, comparisons, alpha):
+    """The per-comparison alpha is stats.family_alpha over the comparisons the design has."""
+    text = _design(tmp_path).read_text()
+    if extra.startswith("arms:"):
+        text = text[:text.index("arms:")] + text[text.index("seeds:"):]
+    path = tmp_path / "family.yaml"
+    path.write_text(f"{text}{extra}\n")
+    (h,) = review.plan(spec.load_design(path)).hypotheses
+    assert (h.comparisons, h.alpha) == (comparisons, pytest.approx(alpha))
+    assert h.seeds_needed == int(np.ceil(TTestIndPower().solve_power(0.5, alpha=alpha,
+                                                                     power=0.8)))
+
+
+def test_compare_lists_and_hypotheses_count_in_the_family(tmp_path):
+    """The family is every hypothesis' variants (its `compare:` list if any): 1 + 3 = 4."""
+    path = _design(tmp_path, ", compare: [x]")
+    text = path.read_text().replace("seeds: 4", "seeds: 4\nhypotheses: [{claim: d, metric: acc, "
+                                    "direction: increase, smallest_effect: 0.1, sd: 0.2}]")
+    path.write_text(text)
+    found = review.plan(spec.load_design(path))
+    assert [h.comparisons for h in found.hypotheses] == [4, 4]
+    assert found.hypotheses[0].alpha == pytest.approx(0.05 / 4)
 
 
 def test_plan_from_a_pilot_in_the_store(home, tmp_path):

@@ -31,13 +31,17 @@ def print_findings(findings: list[Finding], console: Console) -> None:
 
 def print_plan(plan: Plan, console: Console) -> None:
     console.print(f"[bold]Plan for {escape(plan.design)}[/] ({plan.seeds} seeds per arm as "
-                  "designed; 80% power, two-sided)", soft_wrap=True)
+                  "designed; 80% power, two-sided, for the analysis the report will run)",
+                  soft_wrap=True)
     for h in plan.hypotheses:
         effect = f"smallest effect {h.smallest_effect:g}" if h.smallest_effect else (
             "no smallest effect declared")
-        console.print(f"\n[bold]{escape(h.id)}[/] ({escape(h.metric)}, {effect}); per-seed SD: "
+        kind = "SD of per-seed differences" if h.paired else "per-seed SD"
+        console.print(f"\n[bold]{escape(h.id)}[/] ({escape(h.metric)}, {effect}); {kind}: "
                       + (f"{h.sd:.3g} from {escape(h.sd_source)}" if h.sd
                          else escape(h.sd_source)), soft_wrap=True)
+        if h.analysis:
+            console.print(f"  planned for: {escape(h.analysis)}", soft_wrap=True)
         if h.seeds_needed:
             console.print(f"  recommended: {h.seeds_needed} seeds per arm", soft_wrap=True)
         if h.items_needed:

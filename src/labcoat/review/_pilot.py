@@ -8,9 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy.orm import Session
 
-from labcoat import stats, store
+from labcoat import spec, stats, store
+from labcoat.errors import LabcoatError
 from labcoat.spec import Hypothesis
-from labcoat.store import Experiment
+from labcoat.store import Experiment, Trial
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,15 @@ class Pilot:
     omega2: variance of the per-item score difference between two arms (Miller 2024),
       from the pilot's final eval items averaged over seeds; None without item data.
     items_per_task: items the pilot evaluated per task.
+    paired_sd: SD of the per-seed differences variant - control on the seeds both ran (same
+      seed and scale), what a paired t test (`seed_analysis: paired`) divides by. Pooled over
+      the variants: sqrt(sum_v (n_v - 1) s_v^2 / sum_v (n_v - 1)), the variance of each
+      variant's differences weighted by its degrees of freedom, like `seed_sd`. Pooled
+      rather than the largest because with a few seeds the largest of several noisy SDs
+      overstates the noise; a variant much noisier than the others still shows in the
+      report's own power note. None when no variant shares 2 seeds with the control, or the
+      pilot's control arm is unknown (no stored design).
+    paired_seeds: the most seeds a variant shares with the control (0 without paired_sd).
     """
 
     experiment: str
@@ -28,6 +38,8 @@ class Pilot:
     seeds: int
     omega2: float | None
     items_per_task: int | None
+    paired_sd: float | None = None
+    paired_seeds: int = 0
 
 
 def pilot_for(session: Session, experiment: Experiment, hypothesis: Hypothesis) -> Pilot:
@@ -47,8 +59,43 @@ def pilot_for(session: Session, experiment: Experiment, hypothesis: Hypothesis) 
     by_arm: dict[str, list[float]] = defaultdict(list)
     for tid, value in values.items():
         by_arm[arm_of[tid]].append(value)
+    paired_sd, paired_seeds = _paired_sd(done, values, _control(experiment))
     return Pilot(experiment.name, _pooled_sd(by_arm), min(map(len, by_arm.values()), default=0),
-                 _omega2(per_item), _items_per_task(per_item))
+                 _omega2(per_item), _items_per_task(per_item), paired_sd, paired_seeds)
+
+
+def _control(experiment: Experiment) -> str | None:
+    """The pilot's control arm, from its stored design (None if it has none or is unreadable)."""
+    if not experiment.design_yaml:
+        return None
+    try:
+        return spec.parse_design(experiment.design_yaml, f"design of {experiment.name}").control
+    except LabcoatError:
+        return None
+
+
+def _paired_sd(trials: list[Trial], values: dict[int, float],
+               control: str | None) -> tuple[float | None, int]:
+    """Pooled SD of the per-seed differences variant - control (see `Pilot.paired_sd`)."""
+    by_arm: dict[str, dict[tuple, float]] = defaultdict(dict)
+    for t in trials:
+        if t.id in values and t.seed is not None:
+            by_arm[t.arm][(t.seed, t.scale)] = values[t.id]
+    if control is None or control not in by_arm:
+        return None, 0
+    base = by_arm[control]
+    ss, df, most = 0.0, 0, 0
+    for arm, runs in by_arm.items():
+        shared = sorted(set(runs) & set(base), key=repr)
+        if arm == control or len(shared) < 2:
+            continue
+        diffs = np.array([runs[k] - base[k] for k in shared])
+        ss += float(np.sum((diffs - diffs.mean()) ** 2))
+        df += len(shared) - 1
+        most = max(most, len(shared))
+    if df == 0:
+        return None, 0
+    return float(np.sqrt(ss / df)), most
 
 
 def _pooled_sd(by_arm: dict[str, list[float]]) -> float | None:

@@ -1,10 +1,16 @@
 """`labcoat plan`: how many seeds and items a design needs, and what each buys.
 
-For each hypothesis: the seeds per arm (noncentral t, two-sided) and eval items
-per task (Miller 2024's paired formula) that reach 80% power for its smallest
-effect, and tables of the minimum detectable effect against seeds and against
-items, so compute can be traded for resolution knowingly. For a set of
-candidate interventions: the fractional factorial that tests them together.
+For each hypothesis: the seeds per arm and eval items per task (Miller 2024's
+paired formula) that reach 80% power for its smallest effect, and tables of the
+minimum detectable effect against seeds and against items, so compute can be
+traded for resolution knowingly. For a set of candidate interventions: the
+fractional factorial that tests them together.
+
+Seed power is planned for the analysis the report will run (`planned_analysis`):
+a paired t test on the per-seed differences when `seed_analysis: paired` (with
+the SD of those differences), else a two-sample t test (with the per-seed SD);
+each at the per-comparison alpha that keeps its power under the design's
+`correction:` over the whole verdict family (`stats.family_alpha`).
 """
 
 from __future__ import annotations
@@ -14,13 +20,124 @@ from dataclasses import dataclass, field
 
 from scipy.optimize import brentq
 
-from labcoat import stats
+from labcoat import spec, stats
 from labcoat.review._pilot import Pilot
 from labcoat.spec import Design, Hypothesis
 
 SEED_GRID = (3, 5, 10, 20, 30, 50)
 ITEM_GRID = (50, 100, 200, 500, 1000, 2000)
 POWER = 0.8
+_CORRECTIONS = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni"}
+
+
+@dataclass(frozen=True)
+class PlannedAnalysis:
+    """The seed-level test the report will run for one hypothesis, as power sees it."""
+
+    paired: bool
+    """True: paired t on the per-seed differences (df n - 1); False: two-sample t."""
+    sd: float | None
+    """The SD the power divides by: of the per-seed differences variant - control when
+    paired, else the per-seed SD of the metric; None if unknown."""
+    sd_source: str
+    """Where sd comes from, in words (a pilot, the `sd:` guess, or why it is unknown)."""
+    comparisons: int
+    """m: comparisons in the report's verdict family (every hypothesis, every variant)."""
+    correction: str
+    """The design's `correction:` ("holm", "bh", "bonferroni", "none")."""
+    alpha: float
+    """The hypothesis' alpha."""
+    comparison_alpha: float
+    """The per-comparison alpha power is planned at: stats.family_alpha(alpha, m, correction)."""
+
+    def power(self, n: float, effect: float) -> float:
+        """Power of this test with n seeds per arm for a true difference `effect`."""
+        if self.sd is None:
+            raise ValueError("the SD is unknown: declare `sd:` or pass a pilot")
+        test = stats.power_paired if self.paired else stats.power_two_sample
+        return test(n, effect, sd=self.sd, alpha=self.comparison_alpha)
+
+    def seeds_needed(self, effect: float, power: float = POWER) -> int:
+        """Seeds per arm for `power` to detect `effect` (two-sided)."""
+        if self.sd is None:
+            raise ValueError("the SD is unknown: declare `sd:` or pass a pilot")
+        return stats.seeds_needed(effect, sd=self.sd, alpha=self.comparison_alpha,
+                                  power=power, paired=self.paired)
+
+    def minimum_detectable_effect(self, n: int, power: float = POWER) -> float:
+        """The effect n seeds per arm detect with `power` (two-sided)."""
+        if self.sd is None:
+            raise ValueError("the SD is unknown: declare `sd:` or pass a pilot")
+        sd = self.sd
+
+        def gap(effect: float) -> float:
+            return self.power(n, effect) - power
+
+        high = sd
+        while gap(high) < 0:  # bracket the root: power grows with the effect
+            high *= 2
+        return float(brentq(gap, 1e-9 * sd, high))
+
+    @property
+    def description(self) -> str:
+        """E.g. "paired t on seed differences, Holm over 3 comparisons: alpha 0.0167 per
+        comparison"."""
+        test = "paired t on seed differences" if self.paired else "two-sample t on seeds"
+        m = self.comparisons
+        if m == 1:
+            family = f"a single comparison: alpha {self.comparison_alpha:.3g}"
+        elif self.correction == "none":
+            family = (f"{m} comparisons NOT corrected: alpha {self.comparison_alpha:.3g} per "
+                      "comparison")
+        else:
+            conservative = " (conservative)" if self.correction == "bh" else ""
+            family = (f"{_CORRECTIONS[self.correction]} over {m} comparisons: alpha "
+                      f"{self.comparison_alpha:.3g} per comparison{conservative}")
+        return f"{test}, {family}"
+
+
+def verdict_comparisons(design: Design) -> int:
+    """How many comparisons the report's verdict family has: under every hypothesis, every
+    variant against the control (only those in its `compare:` list, if any); for a factorial
+    design, the main effects judged (`compare:` or every factor) and the declared
+    interactions. At least 1."""
+    total = 0
+    for h in design.all_hypotheses:
+        if design.factors is not None:
+            total += len(h.compare or design.factors) + len(design.interactions)
+        else:
+            variants = [a.name for a in spec.arm_specs(design) if a.name != design.control]
+            total += len([a for a in variants if a in h.compare] if h.compare else variants)
+    return max(total, 1)
+
+
+def planned_analysis(design: Design, hypothesis: Hypothesis,
+                     pilot: Pilot | None = None) -> PlannedAnalysis:
+    """The test, SD and per-comparison alpha that power for `hypothesis` is planned with.
+
+    Paired when `seed_analysis: paired` and the design has arms (a factorial design's
+    effects are OLS contrasts over every run, planned as two-sample). The paired SD comes
+    from the pilot's per-seed differences; without them the per-seed SD (pilot, else the
+    `sd:` guess) times sqrt(2), the SD of a difference of two arms whose seeds are
+    uncorrelated: conservative when shared seeds move both arms alike.
+    """
+    paired = design.seed_analysis == "paired" and design.factors is None
+    seed_sd, source = ((pilot.seed_sd, f"pilot {pilot.experiment}") if pilot and pilot.seed_sd
+                       else (hypothesis.sd, "your `sd:` guess"))
+    if paired and pilot and pilot.paired_sd:
+        sd, source = pilot.paired_sd, (f"pilot {pilot.experiment}, differences on "
+                                       f"{pilot.paired_seeds} shared seeds")
+    elif seed_sd is None:
+        sd, source = None, "unknown: declare `sd:` or pass --pilot EXP"
+    elif paired:
+        sd, source = seed_sd * math.sqrt(2), (
+            f"{seed_sd:.3g} x sqrt(2), the per-seed SD from {source}: the SD of paired "
+            "differences is unknown, so the arms are assumed uncorrelated (conservative)")
+    else:
+        sd = seed_sd
+    m = verdict_comparisons(design)
+    return PlannedAnalysis(paired, sd, source, m, design.correction, hypothesis.alpha,
+                           stats.family_alpha(hypothesis.alpha, m, design.correction))
 
 
 @dataclass
@@ -28,13 +145,17 @@ class HypothesisPlan:
     id: str
     metric: str
     smallest_effect: float | None
-    sd: float | None  # per-seed SD of the metric
+    sd: float | None  # the SD power uses: of per-seed differences if paired, else per-seed
     sd_source: str
     seeds_needed: int | None  # per arm, for POWER at the smallest effect
     mde_by_seeds: list[tuple[int, float]] = field(default_factory=list)
     omega2: float | None = None  # per-item difference variance (pilot)
     items_needed: int | None = None  # per task
     mde_by_items: list[tuple[int, float]] = field(default_factory=list)
+    analysis: str = ""  # the test and family alpha planned for, in words
+    paired: bool = False  # paired t on seed differences (else two-sample t)
+    comparisons: int = 1  # in the report's verdict family
+    alpha: float = 0.05  # per comparison, after the family correction
 
 
 @dataclass
@@ -50,19 +171,26 @@ def plan(design: Design, pilots: dict[str, Pilot] | None = None, *,
          candidates: list[str] | None = None) -> Plan:
     pilots = pilots or {}
     result = Plan(design.name, len(design.seeds),
-                  [_hypothesis_plan(h, pilots.get(h.id or "")) for h in design.all_hypotheses])
+                  [_hypothesis_plan(design, h, pilots.get(h.id or ""))
+                   for h in design.all_hypotheses])
     names = candidates or _candidates(design)
     if names and len(names) >= 3:
-        first = result.hypotheses[0] if result.hypotheses else None
+        first = design.all_hypotheses[0] if design.all_hypotheses else None
+        seed_sd = _seed_sd(first, pilots.get(first.id or "")) if first else None
         try:
             result.factorial = stats.suggest_fractional(
-                names, seeds=max(2, len(design.seeds)), sd=first.sd if first else None,
-                smallest_effect=first.smallest_effect if first and first.sd else None)
+                names, seeds=max(2, len(design.seeds)), sd=seed_sd,
+                smallest_effect=first.smallest_effect if first and seed_sd else None)
         except ValueError as e:
             result.notes.append(f"no fractional factorial suggested: {e}")
     if not result.hypotheses:
         result.notes.append("no hypothesis declared: nothing to plan power for")
     return result
+
+
+def _seed_sd(h: Hypothesis, pilot: Pilot | None) -> float | None:
+    """Per-seed SD of the metric (a factorial's runs are compared unpaired)."""
+    return pilot.seed_sd if pilot and pilot.seed_sd else h.sd
 
 
 def _candidates(design: Design) -> list[str]:
@@ -72,15 +200,16 @@ def _candidates(design: Design) -> list[str]:
     return [a for a, arm in (design.arms or {}).items() if not arm.control and arm.params]
 
 
-def _hypothesis_plan(h: Hypothesis, pilot: Pilot | None) -> HypothesisPlan:
-    sd, source = (pilot.seed_sd, f"pilot {pilot.experiment}") if pilot and pilot.seed_sd else (
-        h.sd, "your `sd:` guess" if h.sd else "unknown: declare `sd:` or pass --pilot EXP")
-    out = HypothesisPlan(h.id or "H1", h.metric, h.smallest_effect, sd, source, None)
-    if sd:
-        out.mde_by_seeds = [(n, _mde_seeds(n, sd, h.alpha)) for n in SEED_GRID]
+def _hypothesis_plan(design: Design, h: Hypothesis, pilot: Pilot | None) -> HypothesisPlan:
+    analysis = planned_analysis(design, h, pilot)
+    out = HypothesisPlan(h.id or "H1", h.metric, h.smallest_effect, analysis.sd,
+                         analysis.sd_source, None, analysis=analysis.description,
+                         paired=analysis.paired, comparisons=analysis.comparisons,
+                         alpha=analysis.comparison_alpha)
+    if analysis.sd:
+        out.mde_by_seeds = [(n, analysis.minimum_detectable_effect(n)) for n in SEED_GRID]
         if h.smallest_effect:
-            out.seeds_needed = stats.seeds_needed(h.smallest_effect, sd=sd, alpha=h.alpha,
-                                                  power=POWER)
+            out.seeds_needed = analysis.seeds_needed(h.smallest_effect)
     if pilot and pilot.omega2 and h.source == "items":
         out.omega2 = pilot.omega2
         out.mde_by_items = [(n, stats.minimum_detectable_effect(n, omega2=pilot.omega2,
@@ -90,16 +219,3 @@ def _hypothesis_plan(h: Hypothesis, pilot: Pilot | None) -> HypothesisPlan:
             out.items_needed = stats.items_needed(h.smallest_effect, omega2=pilot.omega2,
                                                   alpha=h.alpha, power=POWER)
     return out
-
-
-def _mde_seeds(n: int, sd: float, alpha: float) -> float:
-    """The effect n seeds per arm detect with POWER (noncentral t, two-sided)."""
-    def gap(effect: float) -> float:
-        power = stats.power_two_sample(n, effect, sd=sd, alpha=alpha)
-        # scipy's noncentral t gives NaN far in the tail, where the power is ~1
-        return (1.0 if math.isnan(power) else power) - POWER
-
-    high = sd
-    while gap(high) < 0:  # bracket the root: power grows with the effect
-        high *= 2
-    return float(brentq(gap, 1e-9 * sd, high))

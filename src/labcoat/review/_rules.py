@@ -15,6 +15,7 @@ from labcoat import spec, stats
 from labcoat.errors import LabcoatError
 from labcoat.review._findings import Finding, Severity
 from labcoat.review._pilot import Pilot
+from labcoat.review._plan import planned_analysis, verdict_comparisons
 from labcoat.spec import Design, Hypothesis
 from labcoat.spec._yaml import line_of
 
@@ -85,8 +86,7 @@ def no_hypothesis(ctx: Context) -> Iterator[Finding]:
 
 def uncorrected_family(ctx: Context) -> Iterator[Finding]:
     design = ctx.design
-    variants = len(spec.arm_specs(design)) - 1 if design.factors is None else len(design.factors)
-    family = len(design.all_hypotheses) * max(variants, 1)
+    family = verdict_comparisons(design)
     if design.correction == "none" and family > 1:
         yield ctx.finding("uncorrected-family", "warning", ("correction",),
                           f"{family} comparisons are tested at full alpha each: the chance of a "
@@ -105,6 +105,8 @@ def smallest_effect(ctx: Context) -> Iterator[Finding]:
 
 
 def underpowered(ctx: Context) -> Iterator[Finding]:
+    """Power of the test the report will run (paired or two-sample t) at the per-comparison
+    alpha the design's correction leaves each comparison of the verdict family."""
     n = len(ctx.design.seeds)
     if n < 2:
         return  # single-seed says it already: there is no power to speak of
@@ -112,23 +114,24 @@ def underpowered(ctx: Context) -> Iterator[Finding]:
         if h.smallest_effect is None:
             continue
         pilot = ctx.pilots.get(h.id or "")
-        sd = pilot.seed_sd if pilot and pilot.seed_sd else h.sd
-        source = f"pilot {pilot.experiment}" if pilot and pilot.seed_sd else "your `sd:` guess"
-        if sd is None:
+        analysis = planned_analysis(ctx.design, h, pilot)
+        if analysis.sd is None:
+            what = ("SD of the per-seed differences between arms (paired analysis)"
+                    if analysis.paired else "per-seed SD of the metric")
             yield ctx.finding("power-unknown", "info", path,
-                              f"hypothesis {h.id}: power cannot be checked without the per-seed "
-                              "SD of the metric",
-                              "declare `sd:` (a guess) under the hypothesis, or pass "
-                              "--pilot EXP (an earlier experiment in the store)")
+                              f"hypothesis {h.id}: power cannot be checked without the {what}",
+                              "declare `sd:` (a guess of the per-seed SD) under the hypothesis, "
+                              "or pass --pilot EXP (an earlier experiment in the store)")
             continue
-        power = stats.power_two_sample(n, h.smallest_effect, sd=sd, alpha=h.alpha)
+        power = analysis.power(n, h.smallest_effect)
         if power < TARGET_POWER:
-            needed = stats.seeds_needed(h.smallest_effect, sd=sd, alpha=h.alpha,
-                                        power=TARGET_POWER)
+            needed = analysis.seeds_needed(h.smallest_effect, TARGET_POWER)
+            kind = "SD of paired differences" if analysis.paired else "per-seed SD"
             yield ctx.finding(
                 "underpowered", "warning", path,
                 f"hypothesis {h.id}: {n} seeds per arm give power {power:.2f} to detect "
-                f"{h.smallest_effect:g} (per-seed SD {sd:.3g} from {source})",
+                f"{h.smallest_effect:g} ({analysis.description}; {kind} {analysis.sd:.3g} "
+                f"from {analysis.sd_source})",
                 f"use {needed} seeds per arm for {TARGET_POWER:.0%} power, or accept a larger "
                 "smallest effect")
         yield from _items_power(ctx, path, h, pilot)
