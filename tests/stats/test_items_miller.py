@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 from scipy import stats
-from statsmodels.stats.proportion import proportion_confint
+from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW
 
 from labcoat.stats._checks import StatsWarning
 from labcoat.stats._items import bernoulli_se, eval_mean, resampled_mean, unpaired_difference
 
 Z95 = 1.959963984540054
+
+few_clusters_ok = pytest.mark.filterwarnings("ignore:.*clusters:labcoat.stats._checks.StatsWarning")
 
 
 def _clustered_scores(
@@ -54,11 +56,18 @@ def test_eval_mean_matches_statsmodels_ols_and_scipy_sem(seed: int) -> None:
 
 
 def test_eval_mean_hand_checked() -> None:
-    """[0, 1, 1, 1]: mean 0.75, sample variance 0.25, SE sqrt(0.25/4) = 0.25; 90% z = 1.6449."""
-    result = eval_mean([0, 1, 1, 1], ci=0.9)
+    """[0, 1, 1, 1] with formula='clt': mean 0.75, sample variance 0.25, SE sqrt(0.25/4) =
+    0.25; 90% z = 1.6449."""
+    result = eval_mean([0, 1, 1, 1], ci=0.9, formula="clt")
     assert result.point == 0.75
     assert result.se == pytest.approx(0.25)
     assert result.high == pytest.approx(0.75 + 1.6448536 * 0.25)
+
+
+def test_eval_mean_non_binary_default_is_the_clt_interval() -> None:
+    """Partial-credit scores: the default ('auto') is the symmetric CLT interval."""
+    scores = [0.5, 0.25, 1.0, 0.0, 0.75]
+    assert eval_mean(scores) == eval_mean(scores, formula="clt")
 
 
 @pytest.mark.parametrize(
@@ -84,9 +93,12 @@ def test_eval_mean_rejects_bad_options(kwargs: dict, match: str) -> None:
 # --- eval_mean: clustered ------------------------------------------------------
 
 
+@few_clusters_ok
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_clustered_se_matches_statsmodels_both_corrections(seed: int) -> None:
-    """CR0 = statsmodels use_correction=False; Miller's G/(G-1) = use_correction=True.
+    """CR0 (False) = statsmodels use_correction=False with a z interval; CR1 (True) =
+    use_correction=True with statsmodels' use_t interval, t(G-1); the default (CR2)
+    equals CR1 for equal cluster sizes.
 
     Both are also checked against the hand formula sqrt(sum_g (sum_i e_i)^2) / n.
     """
@@ -94,13 +106,19 @@ def test_clustered_se_matches_statsmodels_both_corrections(seed: int) -> None:
     e = scores - scores.mean()
     g = 15
     cr0 = math.sqrt(sum(e[groups == c].sum() ** 2 for c in range(g))) / scores.size
-    plain = eval_mean(scores, groups)
+    plain = eval_mean(scores, groups, finite_cluster_correction=False)
     corrected = eval_mean(scores, groups, finite_cluster_correction=True)
+    default = eval_mean(scores, groups)
     assert plain.se == pytest.approx(cr0)
     assert corrected.se == pytest.approx(cr0 * math.sqrt(g / (g - 1)))
     assert plain.se == pytest.approx(_ols_cluster_se(scores, groups, False))
     assert corrected.se == pytest.approx(_ols_cluster_se(scores, groups, True))
-    assert corrected.high - corrected.point == pytest.approx(Z95 * corrected.se)
+    assert plain.high - plain.point == pytest.approx(Z95 * plain.se)
+    fit = sm.OLS(scores, np.ones((scores.size, 1))).fit(
+        cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
+    assert (corrected.low, corrected.high) == pytest.approx(tuple(fit.conf_int(0.05)[0]))
+    assert (default.low, default.high, default.se) == pytest.approx(
+        (corrected.low, corrected.high, corrected.se))
 
 
 def test_statsmodels_correction_is_g_over_g_minus_1_only_for_a_mean() -> None:
@@ -120,6 +138,7 @@ def test_statsmodels_correction_is_g_over_g_minus_1_only_for_a_mean() -> None:
     assert slope_var(True) / slope_var(False) == pytest.approx(g / (g - 1) * (n - 1) / (n - 2))
 
 
+@few_clusters_ok
 def test_clustering_widens_the_interval_for_correlated_items() -> None:
     """Strong cluster effects: the clustered SE is well above the naive CLT SE."""
     scores, groups = _clustered_scores(4)
@@ -127,14 +146,20 @@ def test_clustering_widens_the_interval_for_correlated_items() -> None:
 
 
 def test_singleton_clusters_reduce_to_the_clt_se() -> None:
-    """Every item its own cluster: CR1 equals the CLT SE; CR0 is it times sqrt((n-1)/n)."""
+    """Every item its own cluster: CR1 and CR2 equal the CLT SE (CR2 with df = n - 1, the
+    one-sample t interval); CR0 is it times sqrt((n-1)/n)."""
     scores = np.random.default_rng(5).normal(size=40)
     ids = np.arange(40)
     clt = eval_mean(scores).se
     assert eval_mean(scores, ids, finite_cluster_correction=True).se == pytest.approx(clt)
-    assert eval_mean(scores, ids).se == pytest.approx(clt * math.sqrt(39 / 40))
+    assert eval_mean(scores, ids, finite_cluster_correction=False).se == pytest.approx(
+        clt * math.sqrt(39 / 40))
+    default = eval_mean(scores, ids)
+    low, high = stats.t.interval(0.95, 39, loc=scores.mean(), scale=stats.sem(scores))
+    assert (default.se, default.low, default.high) == pytest.approx((clt, low, high))
 
 
+@few_clusters_ok
 def test_unbalanced_string_clusters_match_statsmodels() -> None:
     """Unequal cluster sizes with string ids in any order match statsmodels' codes."""
     rng = np.random.default_rng(6)
@@ -220,6 +245,7 @@ def test_two_dimensional_scores_use_item_means() -> None:
     assert eval_mean(scores[:, :1]).se == pytest.approx(eval_mean(scores[:, 0]).se)
 
 
+@few_clusters_ok
 def test_two_dimensional_scores_with_clusters_cluster_the_item_means() -> None:
     """(n, K) scores with clusters: the clustered SE of the per-item means (statsmodels)."""
     rng = np.random.default_rng(12)
@@ -318,6 +344,7 @@ def test_resampled_mean_needs_k_of_at_least_two(scores: list) -> None:
         resampled_mean(scores)
 
 
+@few_clusters_ok
 def test_eval_mean_is_deterministic() -> None:
     """Same inputs give the same Interval."""
     scores, groups = _clustered_scores(9)
@@ -346,14 +373,20 @@ def test_unpaired_difference_matches_statsmodels_ztest(seed: int) -> None:
     assert math.isnan(result.correlation)
 
 
+@few_clusters_ok
 def test_unpaired_clustered_adds_clustered_variances() -> None:
-    """Clusters on one side: SE = hypot(CR1 SE of a, CLT SE of b), checked with statsmodels."""
+    """Clusters on one side: SE = hypot(CR1 SE of a, CLT SE of b), checked with statsmodels;
+    t interval with the Welch-Satterthwaite df (V_a + V_b)^2 / (V_a^2 / (G - 1)), the
+    unclustered side counting as infinite df."""
     a, groups = _clustered_scores(10)
     b = np.random.default_rng(11).normal(0.7, 1.0, 40)
     result = unpaired_difference(a, b, clusters_a=groups, finite_cluster_correction=True)
-    expected = math.hypot(_ols_cluster_se(a, groups, True), stats.sem(b))
-    assert result.se == pytest.approx(expected)
+    var_a, var_b = _ols_cluster_se(a, groups, True) ** 2, stats.sem(b) ** 2
+    assert result.se == pytest.approx(math.sqrt(var_a + var_b))
     assert result.method == "unpaired-clustered"
+    df = (var_a + var_b) ** 2 / (var_a**2 / 14)
+    assert result.df == pytest.approx(df)
+    assert result.high - result.estimate == pytest.approx(stats.t.ppf(0.975, df) * result.se)
 
 
 @pytest.mark.parametrize(("a", "b", "kwargs"), [
@@ -365,3 +398,112 @@ def test_unpaired_difference_rejects_invalid_input(a: list, b: list, kwargs: dic
     """One item, NaN, or a cluster correction without clusters raise ValueError."""
     with pytest.raises(ValueError):
         unpaired_difference(a, b, **kwargs)
+
+
+# --- 0/1 scores: Wilson, Agresti-Caffo ---------------------------------------------
+
+
+@pytest.mark.parametrize(("count", "n"), [(0, 20), (1, 20), (18, 20), (20, 20), (45, 50),
+                                          (270, 300)])
+def test_binary_scores_get_the_wilson_interval(count: int, n: int) -> None:
+    """0/1 scores without clusters: bounds equal statsmodels proportion_confint(method=
+    'wilson'), also at 0 and n correct; se stays the CLT SE."""
+    scores = np.r_[np.ones(count), np.zeros(n - count)]
+    result = eval_mean(scores)
+    low, high = proportion_confint(count, n, alpha=0.05, method="wilson")
+    assert (result.low, result.high) == pytest.approx((low, high), abs=1e-12)
+    assert 0.0 <= result.low <= result.high <= 1.0
+    assert result.se == pytest.approx(scores.std(ddof=1) / math.sqrt(n))
+    assert eval_mean(scores, formula="wilson") == result
+
+
+def test_wilson_formula_refuses_non_binary_scores() -> None:
+    """formula='wilson' on partial credit raises; a 90% level matches statsmodels too."""
+    with pytest.raises(ValueError, match="0/1"):
+        eval_mean([0.5, 1.0, 0.0], formula="wilson")
+    result = eval_mean([1, 1, 0, 1, 1, 1, 1, 1, 1, 1], ci=0.9, formula="wilson")
+    assert (result.low, result.high) == pytest.approx(
+        proportion_confint(9, 10, alpha=0.1, method="wilson"))
+
+
+def test_wilson_exact_coverage_near_p_09() -> None:
+    """Exact coverage over all counts (binomial pmf) at p = 0.9: the default interval covers
+    at least 93% for 20, 30, 50 and 100 items, where formula='clt' drops below 90% at 30."""
+    def coverage(n: int, formula: str) -> float:
+        hits = 0.0
+        for k in range(n + 1):
+            result = eval_mean(np.r_[np.ones(k), np.zeros(n - k)], formula=formula)
+            hits += stats.binom.pmf(k, n, 0.9) * (result.low <= 0.9 <= result.high)
+        return hits
+
+    assert all(coverage(n, "auto") >= 0.93 for n in (20, 30, 50, 100))
+    assert coverage(30, "clt") < 0.90
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_clustered_binary_scores_get_the_design_effect_wilson(seed: int) -> None:
+    """0/1 scores with clusters: Wilson with n_eff = p(1-p)/SE_CR2^2 (capped at n) and the
+    t(df) quantile, i.e. statsmodels' Wilson for n_eff trials at the level whose normal
+    quantile is that t quantile; formula='clt' gives the symmetric t interval."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(25), 6)
+    p = np.clip(rng.beta(8, 1.5, 25), 0, 1)[groups]
+    scores = (rng.random(groups.size) < p).astype(float)
+    result = eval_mean(scores, groups)
+    clt = eval_mean(scores, groups, formula="clt")
+    point = scores.mean()
+    n_eff = min(scores.size, point * (1 - point) / result.se**2)
+    q = stats.t.ppf(0.975, 24)  # equal cluster sizes: Bell-McCaffrey df = G - 1
+    low, high = proportion_confint(point * n_eff, n_eff, alpha=2 * stats.norm.sf(q),
+                                   method="wilson")
+    assert (result.low, result.high) == pytest.approx((low, high))
+    assert result.se == clt.se
+    assert clt.high - clt.point == pytest.approx(q * clt.se)
+
+
+def test_bounds_cut_the_interval_and_reject_values_outside() -> None:
+    """bounds=(0, 1): a CLT interval reaching past 1 is cut at 1; a score outside raises."""
+    scores = [1.0, 1.0, 0.95, 1.0, 0.9, 1.0]
+    plain = eval_mean(scores)
+    assert plain.high > 1
+    cut = eval_mean(scores, bounds=(0.0, 1.0))
+    assert (cut.point, cut.low, cut.high, cut.se) == (plain.point, plain.low, 1.0, plain.se)
+    with pytest.raises(ValueError, match="outside bounds"):
+        eval_mean([0.5, 1.2], bounds=(0.0, 1.0))
+    with pytest.raises(ValueError, match="lo < hi"):
+        eval_mean([0.5, 0.7], bounds=(1.0, 0.0))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_unpaired_binary_scores_get_agresti_caffo(seed: int) -> None:
+    """Different item sets, 0/1 scores: bounds equal statsmodels
+    confint_proportions_2indep(method='agresti-caffo') for b minus a."""
+    rng = np.random.default_rng(seed)
+    a, b = (rng.random(40) < 0.85).astype(float), (rng.random(60) < 0.93).astype(float)
+    result = unpaired_difference(a, b)
+    low, high = confint_proportions_2indep(b.sum(), b.size, a.sum(), a.size,
+                                           method="agresti-caffo", compare="diff")
+    assert result.method == "unpaired-agresti-caffo"
+    assert (result.low, result.high) == pytest.approx((low, high))
+    clt = unpaired_difference(a, b, formula="clt")
+    assert (result.estimate, result.se, result.p_value) == (clt.estimate, clt.se, clt.p_value)
+
+
+@few_clusters_ok
+def test_clustered_coverage_beats_the_uncorrected_sandwich() -> None:
+    """Seeded coverage check: 600 evals of 6 clusters with unequal sizes (2 to 40 items) and
+    a strong cluster effect. The default (CR2, Bell-McCaffrey t) covers at least 92%; the
+    old default (CR0, z) under 85%."""
+    rng = np.random.default_rng(17)
+    sizes = np.array([2, 3, 5, 10, 20, 40])
+    groups = np.repeat(np.arange(6), sizes)
+    sims = 600
+    hits_cr2 = hits_cr0 = 0
+    for _ in range(sims):
+        scores = rng.normal(0, 1, 6)[groups] + rng.normal(0, 1, groups.size)
+        cr2 = eval_mean(scores, groups)
+        cr0 = eval_mean(scores, groups, finite_cluster_correction=False)
+        hits_cr2 += cr2.low <= 0 <= cr2.high
+        hits_cr0 += cr0.low <= 0 <= cr0.high
+    assert hits_cr2 / sims >= 0.92
+    assert hits_cr0 / sims < 0.85

@@ -3,10 +3,13 @@
 Eval items are the sample, drawn from an unseen super-population of questions;
 the CLT gives the standard error of a mean score (Miller 2024, sec. 2.1). Items
 that share a passage or template are correlated, so their SE is cluster-robust
-(sec. 2.2, eq. 4). Sampling each item K times shrinks only the within-item part
-of the variance, by K (sec. 3.1). When two models answer the same items, the
-paired difference removes the item-difficulty variance they share (sec. 4.2),
-which is often most of it; different item sets need the unpaired form (sec. 4.1).
+(sec. 2.2, eq. 4), with a small-sample correction (CR2, Bell & McCaffrey 2002) and t
+quantiles, because few clusters make the plain sandwich too narrow (Cameron & Miller
+2015). 0/1 scores get intervals that hold near p = 0 or 1 (Wilson; Agresti-Min for
+paired, Agresti-Caffo for unpaired differences). Sampling each item K times shrinks
+only the within-item part of the variance, by K (sec. 3.1). When two models answer
+the same items, the paired difference removes the item-difficulty variance they share
+(sec. 4.2), which is often most of it; different item sets need the unpaired form (sec. 4.1).
 
 Miller 2024 = E. Miller, "Adding Error Bars to Evals: A Statistical Approach to
 Language Model Evaluations", arXiv:2411.00640.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -32,16 +35,26 @@ from labcoat.stats._types import Difference, Interval
 
 # --- one model -----------------------------------------------------------------
 
+# Cluster-robust variance estimators of a mean (see `_cluster_variance`); True and False
+# are the older spellings of "CR1" and "CR0".
+ClusterCorrection = Literal["CR0", "CR1", "CR2"]
+CORRECTIONS = ("CR0", "CR1", "CR2")
+# Below this many clusters a StatsWarning says the interval may under-cover: even CR2 with
+# Bell-McCaffrey degrees of freedom covers only 85-94% at 5-10 unbalanced or binary
+# clusters (benchmarks/coverage.py; Cameron & Miller 2015, sec. VI, put "few" at 20-50).
+FEW_CLUSTERS = 20
+
 
 def eval_mean(
     scores: ArrayLike,
     clusters: ArrayLike | None = None,
     *,
-    finite_cluster_correction: bool = False,
-    formula: Literal["clt", "bernoulli"] = "clt",
+    finite_cluster_correction: bool | ClusterCorrection | None = None,
+    formula: Literal["auto", "clt", "wilson", "bernoulli"] = "auto",
     ci: float = 0.95,
+    bounds: tuple[float, float] | None = None,
 ) -> Interval:
-    """Mean eval score with its standard error and a normal (CLT) interval.
+    """Mean eval score with its standard error and a confidence interval.
 
     scores: (n_items,) one score per item, or (n_items, K) when every item was
     sampled K times; then the estimate is the mean of the per-item means, and its
@@ -49,25 +62,45 @@ def eval_mean(
     `resampled_mean` also splits the variance into its two parts).
     clusters: (n_items,) optional group ids (e.g. questions sharing a passage);
     the SE is then cluster-robust (Miller 2024, eq. 4) and needs at least 2
-    clusters.
-    finite_cluster_correction: multiply the clustered variance by G/(G-1) for G
-    clusters (the CR1 small-sample factor; see `_cluster_se`). Only with clusters.
-    formula: "clt" (default) uses the sample variance of the item scores.
+    clusters; below 20 clusters a StatsWarning (kind "few-clusters") says the
+    interval may under-cover.
+    finite_cluster_correction: the small-sample correction of the clustered SE
+    (only with clusters; see `_cluster_variance`). None (default) is "CR2", the
+    Bell-McCaffrey estimator with its Satterthwaite degrees of freedom for the t
+    quantile; "CR1" (or True) multiplies the CR0 variance by G/(G-1) and takes
+    t(G-1) quantiles, as statsmodels' cluster OLS with use_t=True; "CR0" (or False)
+    is the uncorrected sandwich with a normal quantile (labcoat's old default,
+    which covered 70-85% at 5 clusters). For balanced clusters CR2 equals CR1.
+    formula: "auto" (default) gives 0/1 item scores the Wilson score interval
+    (Wilson 1927; with clusters, Wilson with the effective sample size
+    p(1-p)/SE^2, capped at n_items, and the t quantile), which stays inside [0, 1]
+    and covers near p = 0 or 1 where the CLT interval does not, and other scores
+    the CLT interval. "clt" always uses the symmetric interval point +- q * SE.
+    "wilson" insists on the Wilson interval (raises for scores that are not 0/1).
     "bernoulli" uses sqrt(p(1-p)/n) (Miller 2024, sec. 2.1), valid only for 0/1
     scores on independent items: it warns (StatsWarning) for scores in [0, 1]
     that are not all 0 or 1, and raises for clusters or (n_items, K>1) scores.
+    bounds: (lo, hi) the scores' range (e.g. (0.0, 1.0)): the interval is cut to
+    it (the mean lies inside, so cutting never lowers coverage); raises ValueError
+    for a score outside.
 
-    Returns Interval(point, low, high, se, n=n_items, ci).
+    Returns Interval(point, low, high, se, n=n_items, ci). `se` is always the
+    (cluster-robust) standard error of the mean; with the Wilson interval the bounds
+    are not point +- q * se.
     """
     check_ci(ci)
-    if formula not in ("clt", "bernoulli"):
-        raise ValueError(f"formula={formula!r} is not one of 'clt', 'bernoulli'")
+    if formula not in ("auto", "clt", "wilson", "bernoulli"):
+        raise ValueError(
+            f"formula={formula!r} is not one of 'auto', 'clt', 'wilson', 'bernoulli'")
     matrix = _item_matrix(scores, "scores")
     n, k = matrix.shape
     if n < 2:
         raise ValueError(f"eval_mean needs at least 2 items to estimate an SE, got {n}")
+    correction = _correction(finite_cluster_correction, clusters is not None)
+    _check_within(matrix, bounds, "scores")
     item_means = matrix.mean(axis=1)
     point = float(item_means.mean())
+    binary = _is_binary(item_means)
     if formula == "bernoulli":
         if clusters is not None:
             raise ValueError(
@@ -81,10 +114,27 @@ def eval_mean(
             )
         _check_bernoulli_scores(item_means)
         se = bernoulli_se(point, n)
+        half = _z(ci) * se
+        return _bounded(Interval(point, point - half, point + half, se=se, n=n, ci=ci), bounds)
+    if formula == "wilson" and not binary:
+        raise ValueError(
+            "formula='wilson' needs 0/1 item scores (one answer per item, or K answers "
+            "that agree); use formula='clt' for other scores"
+        )
+    variance, df = _variance_of_mean(item_means, clusters, correction, stacklevel=3)
+    se = math.sqrt(variance)
+    q = _quantile(ci, df)
+    if binary and formula != "clt":
+        # Design effect: n_eff = p(1-p) / Var(mean) items would give the clustered variance
+        # if they were independent (Kish 1965; Korn & Graubard 1998 use it for survey
+        # proportions). Capped at n: a design effect below 1 is noise with few clusters.
+        n_eff = float(n)
+        if clusters is not None and variance > 0:
+            n_eff = min(n_eff, point * (1 - point) / variance)
+        low, high = _wilson(point, n_eff, q)
     else:
-        se = _se_of_mean(item_means, clusters, finite_cluster_correction)
-    half = _z(ci) * se
-    return Interval(point, point - half, point + half, se=se, n=n, ci=ci)
+        low, high = point - q * se, point + q * se
+    return _bounded(Interval(point, low, high, se=se, n=n, ci=ci), bounds)
 
 
 def bernoulli_se(p_hat: float, n: int) -> float:
@@ -156,7 +206,7 @@ def resampled_mean(scores: ArrayLike, *, ci: float = 0.95) -> ResampledMean:
             f"resampled_mean needs scores of shape (n_items, K) with K >= 2 samples per item, "
             f"got shape {np.shape(scores)}; for one score per item use eval_mean"
         )
-    interval = eval_mean(matrix, ci=ci)
+    interval = eval_mean(matrix, formula="clt", ci=ci)
     item_means = matrix.mean(axis=1)
     var_item_means = float(item_means.var(ddof=1))
     # E[sigma_i^2]: each item's sample variance is unbiased for its sigma_i^2.
@@ -185,7 +235,8 @@ def paired_difference(
     clusters: ArrayLike | None = None,
     ci: float = 0.95,
     *,
-    finite_cluster_correction: bool = False,
+    finite_cluster_correction: bool | ClusterCorrection | None = None,
+    formula: Literal["auto", "clt", "agresti-min"] = "auto",
 ) -> Difference:
     """mean(b - a) over shared items, with a CLT (or cluster-robust) interval.
 
@@ -194,15 +245,26 @@ def paired_difference(
     model's K answers are averaged per item first; K_a and K_b may differ).
     clusters: (n_items,) optional group ids (e.g. questions sharing a passage);
     then the SE is cluster-robust (Miller 2024, eq. 4 applied to the per-item
-    differences), by default without small-sample correction.
-    finite_cluster_correction: multiply the clustered variance by G/(G-1).
+    differences) with the small-sample correction `finite_cluster_correction`
+    (default "CR2" with Bell-McCaffrey degrees of freedom; "CR1"/True, "CR0"/False:
+    see `eval_mean`), a t interval and p-value, and a StatsWarning below 20 clusters.
+    formula: "auto" (default) uses, for 0/1 scores of both models without
+    clusters, the Agresti-Min interval (Agresti & Min 2005, "Simple improved
+    confidence intervals for comparing matched proportions": add 1/2 to each cell
+    of the 2x2 table of agreements, then the Wald interval), which covers near
+    p = 0 or 1 where the CLT interval does not (benchmarks/coverage.py); "clt"
+    always uses estimate +- z * se; "agresti-min" insists (0/1 scores only).
 
     The SE is sqrt(Var(b - a) / n) = sqrt((Var(a) + Var(b) - 2 Cov(a, b)) / n)
     (Miller 2024, sec. 4.2): the covariance of the two models' item scores is what
     pairing removes. `correlation` is Pearson corr(a, b) of the item (mean) scores.
-    For different item sets use `unpaired_difference`.
+    `estimate`, `se` and `p_value` are those of the CLT (or clustered) analysis in
+    every case; only the Agresti-Min bounds differ. For different item sets use
+    `unpaired_difference`.
     """
     check_ci(ci)
+    if formula not in ("auto", "clt", "agresti-min"):
+        raise ValueError(f"formula={formula!r} is not one of 'auto', 'clt', 'agresti-min'")
     x = _item_matrix(a, "a")
     y = _item_matrix(b, "b")
     if x.shape[0] != y.shape[0]:
@@ -213,13 +275,27 @@ def paired_difference(
         )
     if x.shape[0] < 2:
         raise ValueError("paired_difference needs at least 2 items")
+    correction = _correction(finite_cluster_correction, clusters is not None)
     xm, ym = x.mean(axis=1), y.mean(axis=1)
+    binary = _is_binary(xm) and _is_binary(ym)
+    if formula == "agresti-min" and (not binary or clusters is not None):
+        raise ValueError(
+            "formula='agresti-min' needs 0/1 scores of both models on independent items "
+            "(no clusters); use formula='clt'"
+        )
     # Var(b - a) computed from the differences is identical to Var(a) + Var(b) - 2 Cov(a, b).
     d = ym - xm
     estimate = float(d.mean())
-    se = _se_of_mean(d, clusters, finite_cluster_correction)
-    method = "paired" if clusters is None else "paired-clustered"
-    return _normal_difference(estimate, se, method, d.size, ci, correlation=_correlation(xm, ym))
+    variance, df = _variance_of_mean(d, clusters, correction, stacklevel=3)
+    corr = _correlation(xm, ym)
+    if clusters is not None:
+        return _difference(estimate, math.sqrt(variance), "paired-clustered", d.size, ci, df,
+                           correlation=corr)
+    result = _difference(estimate, math.sqrt(variance), "paired", d.size, ci, correlation=corr)
+    if binary and formula != "clt":
+        low, high = _agresti_min(xm, ym, _z(ci))
+        result = replace(result, low=low, high=high, method="paired-agresti-min")
+    return result
 
 
 def unpaired_difference(
@@ -229,34 +305,56 @@ def unpaired_difference(
     *,
     clusters_a: ArrayLike | None = None,
     clusters_b: ArrayLike | None = None,
-    finite_cluster_correction: bool = False,
+    finite_cluster_correction: bool | ClusterCorrection | None = None,
+    formula: Literal["auto", "clt", "agresti-caffo"] = "auto",
 ) -> Difference:
     """mean(b) - mean(a) for two models scored on different (independent) item sets.
 
     a: (n_a,) or (n_a, K_a); b: (n_b,) or (n_b, K_b); at least 2 items each.
     SE = sqrt(SE_a^2 + SE_b^2) = sqrt(s_a^2/n_a + s_b^2/n_b) (Miller 2024, sec. 4.1),
     normal interval and two-sided p-value. clusters_a / clusters_b: optional
-    (n_a,) / (n_b,) group ids making that side's SE cluster-robust.
+    (n_a,) / (n_b,) group ids making that side's SE cluster-robust (correction as in
+    `eval_mean`, default "CR2"); then the interval and p-value use t with the
+    Welch-Satterthwaite combination of the sides' degrees of freedom (an unclustered
+    side counts as infinite), and fewer than 20 clusters on a side warn.
+    formula: "auto" (default) uses, for 0/1 scores without clusters, the
+    Agresti-Caffo interval (Agresti & Caffo 2000: add one success and one failure to
+    each model, then the Wald interval), which covers near p = 0 or 1; "clt" always
+    uses estimate +- z * se; "agresti-caffo" insists (0/1 scores only). `estimate`,
+    `se` and `p_value` are the CLT ones in every case.
     When both models answered the same items, `paired_difference` is valid and
     usually far more precise.
     """
     check_ci(ci)
+    if formula not in ("auto", "clt", "agresti-caffo"):
+        raise ValueError(f"formula={formula!r} is not one of 'auto', 'clt', 'agresti-caffo'")
     x, y = _item_matrix(a, "a").mean(axis=1), _item_matrix(b, "b").mean(axis=1)
     if x.size < 2 or y.size < 2:
         raise ValueError(
             f"unpaired_difference needs at least 2 items per model (got {x.size} and {y.size})"
         )
-    if finite_cluster_correction and clusters_a is None and clusters_b is None:
-        raise ValueError(
-            "finite_cluster_correction applies to clustered SEs only: pass clusters_a "
-            "and/or clusters_b, or drop it"
-        )
-    se_a = _se_of_mean(x, clusters_a, finite_cluster_correction and clusters_a is not None)
-    se_b = _se_of_mean(y, clusters_b, finite_cluster_correction and clusters_b is not None)
     clustered = clusters_a is not None or clusters_b is not None
-    method = "unpaired-clustered" if clustered else "unpaired"
+    correction = _correction(finite_cluster_correction, clustered, "clusters_a and/or clusters_b")
+    binary = _is_binary(x) and _is_binary(y)
+    if formula == "agresti-caffo" and (not binary or clustered):
+        raise ValueError(
+            "formula='agresti-caffo' needs 0/1 scores on independent items (no clusters); "
+            "use formula='clt'"
+        )
+    var_a, df_a = _variance_of_mean(x, clusters_a, correction, stacklevel=3, name="clusters_a")
+    var_b, df_b = _variance_of_mean(y, clusters_b, correction, stacklevel=3, name="clusters_b")
     estimate = float(y.mean() - x.mean())
-    return _normal_difference(estimate, math.hypot(se_a, se_b), method, x.size + y.size, ci)
+    se = math.sqrt(var_a + var_b)
+    if clustered:
+        # Welch-Satterthwaite: df = (V_a + V_b)^2 / (V_a^2/df_a + V_b^2/df_b).
+        terms = sum(v * v / f for v, f in ((var_a, df_a), (var_b, df_b)) if math.isfinite(f))
+        df = (var_a + var_b) ** 2 / terms if terms > 0 else math.inf
+        return _difference(estimate, se, "unpaired-clustered", x.size + y.size, ci, df)
+    result = _difference(estimate, se, "unpaired", x.size + y.size, ci)
+    if binary and formula != "clt":
+        low, high = _agresti_caffo(x, y, _z(ci))
+        result = replace(result, low=low, high=high, method="unpaired-agresti-caffo")
+    return result
 
 
 # --- helpers -------------------------------------------------------------------
@@ -281,33 +379,92 @@ def _item_matrix(scores: ArrayLike, name: str) -> np.ndarray:
     return array
 
 
-def _se_of_mean(values: np.ndarray, clusters: ArrayLike | None, finite: bool) -> float:
-    """CLT SE of mean(values), values: (n,), or the cluster-robust SE given ids."""
-    if clusters is None:
-        if finite:
+def _is_binary(values: np.ndarray) -> bool:
+    return bool(np.all((values == 0) | (values == 1)))
+
+
+def _correction(
+    finite: bool | str | None, clustered: bool, needs: str = "clusters"
+) -> str:
+    """The cluster correction to use: None means the default, "CR2"."""
+    if finite is None:
+        return "CR2"
+    if isinstance(finite, bool | np.bool_):
+        choice = "CR1" if finite else "CR0"
+        if finite and not clustered:
             raise ValueError(
-                "finite_cluster_correction applies to clustered SEs only: pass clusters or drop it"
+                f"finite_cluster_correction applies to clustered SEs only: pass {needs} "
+                "or drop it"
             )
-        # Miller 2024, sec. 2.1: SE = sqrt(s^2 / n) with the sample variance s^2 (ddof=1).
-        return float(values.std(ddof=1) / math.sqrt(values.size))
-    return _cluster_se(values, np.asarray(clusters).ravel(), finite)
+        return choice
+    if finite not in CORRECTIONS:
+        raise ValueError(
+            f"finite_cluster_correction={finite!r} is not supported; choose 'CR2' (the "
+            "default), 'CR1' (or True), or 'CR0' (or False)"
+        )
+    if not clustered:
+        raise ValueError(
+            f"finite_cluster_correction applies to clustered SEs only: pass {needs} or drop it"
+        )
+    return str(finite)
 
 
-def _cluster_se(values: np.ndarray, clusters: np.ndarray, finite: bool = False) -> float:
-    """Cluster-robust SE of mean(values); values, clusters: (n,).
+def _variance_of_mean(
+    values: np.ndarray, clusters: ArrayLike | None, correction: str, stacklevel: int,
+    name: str = "clusters",
+) -> tuple[float, float]:
+    """(Var(mean(values)), degrees of freedom of its t quantile); values: (n,).
 
-    Var = sum_g (sum_{i in g} e_i)^2 / n^2 with residuals e_i = v_i - mean(v): the
-    CR0 sandwich for a constant-only regression (Liang & Zeger 1986). Expanding the
-    square gives Miller 2024 eq. 4, SE_CLT^2 plus the within-cluster cross products
-    (with SE_CLT's variance taken with divisor n; Miller's divisor n-1 differs from
-    this only on the diagonal, by n/(n-1)). This equals statsmodels'
-    OLS(...).fit(cov_type="cluster", cov_kwds={"use_correction": False}).
+    Without clusters: s^2 / n with the sample variance (ddof=1; Miller 2024, sec. 2.1)
+    and a normal quantile (df = inf). With cluster ids: `_cluster_variance`, and a
+    StatsWarning (kind "few-clusters") below FEW_CLUSTERS clusters.
+    stacklevel: what the caller would pass to warnings.warn to point at the user.
+    """
+    if clusters is None:
+        return float(values.var(ddof=1)) / values.size, math.inf
+    ids = np.asarray(clusters).ravel()
+    variance, df, g = _cluster_variance(values, ids, correction)
+    if g < FEW_CLUSTERS:
+        message = (
+            f"{name}: only {g} clusters. Cluster-robust intervals rest on {g} cluster sums "
+            f"and may under-cover below {FEW_CLUSTERS} clusters, most with unequal cluster "
+            "sizes or 0/1 scores near 0 or 1 (benchmarks/coverage.py: 85-95% at 5-10 "
+            f"clusters with the default CR2). Score more clusters (passages, templates) or "
+            "treat the interval as a lower bound on the uncertainty."
+        )
+        warnings.warn(StatsWarning(message, "few-clusters"), stacklevel=stacklevel + 1)
+    return variance, df
 
-    finite: multiply the variance by G/(G-1) for G clusters, the CR1 factor
-    (Cameron & Miller 2015, "A Practitioner's Guide to Cluster-Robust Inference",
-    sec. VI.B). Stata and statsmodels' use_correction=True apply
-    G/(G-1) * (N-1)/(N-p) with p regressors; for a mean p = 1, so the two agree.
-    With every item its own cluster, CR1 equals the unclustered CLT SE exactly.
+
+def _cluster_variance(
+    values: np.ndarray, clusters: np.ndarray, correction: str
+) -> tuple[float, float, int]:
+    """(variance of mean(values), t degrees of freedom, number of clusters G).
+
+    values, clusters: (n,). With residuals e_i = v_i - mean(v), cluster sums S_g and
+    sizes n_g:
+
+    - CR0: sum_g S_g^2 / n^2, the sandwich for a constant-only regression (Liang &
+      Zeger 1986). Expanding the square gives Miller 2024 eq. 4, SE_CLT^2 plus the
+      within-cluster cross products (with SE_CLT's variance taken with divisor n;
+      Miller's divisor n-1 differs only on the diagonal, by n/(n-1)). Equals
+      statsmodels' OLS(...).fit(cov_type="cluster", cov_kwds={"use_correction":
+      False}). Normal quantile (df = inf).
+    - CR1: CR0 * G/(G-1) with t(G-1) quantiles (Cameron & Miller 2015, "A
+      Practitioner's Guide to Cluster-Robust Inference", sec. VI.B). Stata and
+      statsmodels' use_correction=True apply G/(G-1) * (N-1)/(N-p) with p regressors;
+      for a mean p = 1, so the two agree. With every item its own cluster, CR1 equals
+      the unclustered CLT SE exactly.
+    - CR2 (Bell & McCaffrey 2002): residuals of cluster g are scaled by
+      (I - H_gg)^(-1/2). For a mean H_gg = J/n (J all ones), whose one nonzero
+      eigenvalue n_g/n belongs to the constant vector, so the scaled cluster sum is
+      S_g / sqrt(1 - n_g/n) and Var = sum_g S_g^2 / (n^2 (1 - n_g/n)). Its degrees of
+      freedom are Bell & McCaffrey's Satterthwaite approximation under independent
+      homoskedastic errors, df = tr(B)^2 / tr(B^2) with B = C^(1/2) M C^(1/2),
+      C = diag(1 / (n^2 (1 - n_g/n))), M = diag(n_g) - n_g n_h / n (the covariance
+      of the cluster sums, up to sigma^2) (Imbens & Kolesar 2016, "Robust standard
+      errors in small samples", sec. 3; Cameron & Miller 2015, sec. VI.C). For equal
+      cluster sizes CR2 equals CR1 and df = G - 1; with unequal sizes df < G - 1.
     """
     if clusters.size != values.size:
         raise ValueError(
@@ -316,6 +473,7 @@ def _cluster_se(values: np.ndarray, clusters: np.ndarray, finite: bool = False) 
     if clusters.dtype.kind in "fc" and np.any(np.isnan(clusters)):
         raise ValueError("clusters contains NaN; give every item a cluster id")
     _, index = np.unique(clusters, return_inverse=True)
+    index = index.ravel()
     g = int(index.max()) + 1
     if g < 2:
         # One cluster: its residuals sum to zero, so the SE would be a fake 0.
@@ -323,11 +481,83 @@ def _cluster_se(values: np.ndarray, clusters: np.ndarray, finite: bool = False) 
             "clustered standard errors need at least 2 clusters; drop clusters= to treat "
             "items as independent"
         )
-    residual_sums = np.bincount(index.ravel(), weights=values - values.mean())
-    variance = float(np.sum(residual_sums**2)) / values.size**2
-    if finite:
-        variance *= g / (g - 1)
-    return math.sqrt(variance)
+    n = values.size
+    sums = np.bincount(index, weights=values - values.mean(), minlength=g)
+    if correction == "CR0":
+        return float(np.sum(sums**2)) / n**2, math.inf, g
+    if correction == "CR1":
+        return float(np.sum(sums**2)) / n**2 * g / (g - 1), float(g - 1), g
+    sizes = np.bincount(index, minlength=g).astype(float)
+    c = 1.0 / (n**2 * (1.0 - sizes / n))
+    variance = float(np.sum(c * sums**2))
+    # tr(B) = sum_g c_g n_g (1 - n_g/n) = 1/n; tr(B^2) = sum_gh c_g c_h M_gh^2 expanded
+    # so that no G x G matrix is formed.
+    trace_b = float(np.sum(c * sizes * (1.0 - sizes / n)))
+    trace_b2 = float(np.sum(c**2 * sizes**2) - 2.0 * np.sum(c**2 * sizes**3) / n
+                     + np.sum(c * sizes**2) ** 2 / n**2)
+    return variance, trace_b**2 / trace_b2, g
+
+
+def _check_within(matrix: np.ndarray, bounds: tuple[float, float] | None, name: str) -> None:
+    if bounds is None:
+        return
+    lo, hi = _check_bounds(bounds)
+    outside = (matrix < lo) | (matrix > hi)
+    if np.any(outside):
+        bad = matrix[outside]
+        raise ValueError(
+            f"{name} has {bad.size} values outside bounds=({lo:g}, {hi:g}), e.g. {bad[0]:g}; "
+            "fix the scores or the bounds"
+        )
+
+
+def _check_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds={bounds!r} must be a pair (lo, hi) of numbers") from None
+    if not lo < hi:  # also rejects NaN
+        raise ValueError(f"bounds={bounds!r} must satisfy lo < hi, e.g. (0.0, 1.0)")
+    return lo, hi
+
+
+def _bounded(interval: Interval, bounds: tuple[float, float] | None) -> Interval:
+    """The interval cut to bounds (lo, hi); the estimand lies inside, so coverage holds."""
+    if bounds is None:
+        return interval
+    lo, hi = _check_bounds(bounds)
+    return replace(interval, low=min(max(interval.low, lo), hi),
+                   high=max(min(interval.high, hi), lo))
+
+
+def _wilson(p: float, n: float, q: float) -> tuple[float, float]:
+    """Wilson (1927) score interval for a proportion p of n trials, quantile q:
+    (p + q^2/2n) / (1 + q^2/n) +- q / (1 + q^2/n) sqrt(p(1-p)/n + q^2/4n^2)."""
+    q2 = q * q
+    centre = (p + q2 / (2 * n)) / (1 + q2 / n)
+    half = q / (1 + q2 / n) * math.sqrt(p * (1 - p) / n + q2 / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _agresti_min(x: np.ndarray, y: np.ndarray, z: float) -> tuple[float, float]:
+    """Agresti & Min (2005) interval for mean(y - x) of paired 0/1 scores: add 1/2 to each
+    cell of the 2x2 table (n + 2 pairs), then p = (n01 - n10) / (n + 2) +-
+    z sqrt((p01 + p10 - (p01 - p10)^2) / (n + 2))."""
+    total = x.size + 2.0
+    p01 = (np.sum((x == 0) & (y == 1)) + 0.5) / total
+    p10 = (np.sum((x == 1) & (y == 0)) + 0.5) / total
+    centre = float(p01 - p10)
+    half = z * math.sqrt((p01 + p10 - centre**2) / total)
+    return max(-1.0, centre - half), min(1.0, centre + half)
+
+
+def _agresti_caffo(x: np.ndarray, y: np.ndarray, z: float) -> tuple[float, float]:
+    """Agresti & Caffo (2000) interval for mean(y) - mean(x) of independent 0/1 scores:
+    add one success and one failure to each, then the Wald interval."""
+    px, py = float(x.sum() + 1) / (x.size + 2), float(y.sum() + 1) / (y.size + 2)
+    centre = float(py - px)
+    half = z * math.sqrt(px * (1 - px) / (x.size + 2) + py * (1 - py) / (y.size + 2))
+    return max(-1.0, centre - half), min(1.0, centre + half)
 
 
 def _check_bernoulli_scores(values: np.ndarray) -> None:
@@ -351,17 +581,24 @@ def _z(ci: float) -> float:
     return float(sps.norm.ppf(0.5 + ci / 2))
 
 
-def _normal_difference(
-    estimate: float, se: float, method: str, n: int, ci: float,
+def _quantile(ci: float, df: float) -> float:
+    """Two-sided quantile: Student t with df degrees of freedom, normal for df = inf."""
+    return _z(ci) if math.isinf(df) else float(sps.t.ppf(0.5 + ci / 2, df))
+
+
+def _difference(
+    estimate: float, se: float, method: str, n: int, ci: float, df: float = math.inf,
     correlation: float = float("nan"),
 ) -> Difference:
+    """estimate +- q * se with q and the two-sided p-value from t(df) (normal for inf)."""
     if se > 0:
-        p = float(2 * sps.norm.sf(abs(estimate / se)))
+        t = abs(estimate / se)
+        p = float(2 * (sps.norm.sf(t) if math.isinf(df) else sps.t.sf(t, df)))
     else:
         p = 1.0 if estimate == 0 else 0.0
-    half = _z(ci) * se
+    half = _quantile(ci, df) * se
     return Difference(estimate, estimate - half, estimate + half, se, p, method, n,
-                      correlation=correlation, ci=ci)
+                      df=df, correlation=correlation, ci=ci)
 
 
 def _correlation(x: np.ndarray, y: np.ndarray) -> float:
