@@ -152,3 +152,20 @@ def test_lint_three_variants_under_holm_give_the_corrected_number(tmp_path):
     assert f"17 seeds per arm give power {power:.2f}" in finding.message
     single = _design(tmp_path, "single", analysis="welch", sd=", sd: 0.05", seeds=17)
     assert not [f for f in review.lint(single) if f.rule == "underpowered"]
+
+
+def test_planned_analysis_is_public_and_matches_the_plan(tmp_path):
+    """What a report's power note can reuse: the same test, SD and alpha as `labcoat plan`."""
+    design = spec.load_design(_design(
+        tmp_path, analysis="paired", sd=", sd: 0.05", seeds=17,
+        variants="x: {params: {a: 1}}, y: {params: {a: 2}}, z: {params: {a: 3}}"))
+    assert review.verdict_comparisons(design) == 3
+    analysis = review.planned_analysis(design, design.all_hypotheses[0])
+    assert analysis.description == ("paired t on seed differences, Holm over 3 comparisons: "
+                                    "alpha 0.0167 per comparison")
+    assert analysis.sd == pytest.approx(0.05 * math.sqrt(2))
+    (h,) = review.plan(design).hypotheses
+    assert analysis.seeds_needed(0.05) == h.seeds_needed == math.ceil(TTestPower().solve_power(
+        1 / math.sqrt(2), alpha=0.05 / 3, power=0.8))
+    assert analysis.power(17, 0.05) == pytest.approx(
+        TTestPower().power(1 / math.sqrt(2), nobs=17, alpha=0.05 / 3))

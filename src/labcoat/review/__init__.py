@@ -1,17 +1,32 @@
-"""Design review: lint rules for weak experiments, power planning from pilot data."""
+"""Design review: lint rules for weak experiments, power planning from pilot data.
+
+planned_analysis(design, hypothesis, pilot) is the seed test, SD and per-comparison alpha
+that power is planned with (the analysis the report runs); verdict_comparisons(design)
+counts the report's verdict family.
+"""
 
 from labcoat.review._findings import Finding
 from labcoat.review._lint import lint, pilots_from_store
 from labcoat.review._pilot import Pilot, pilot_for
-from labcoat.review._plan import HypothesisPlan, Plan, plan
+from labcoat.review._plan import (
+    HypothesisPlan,
+    Plan,
+    PlannedAnalysis,
+    plan,
+    planned_analysis,
+    verdict_comparisons,
+)
 
 __all__ = [
     "Finding",
     "HypothesisPlan",
     "Pilot",
     "Plan",
+    "PlannedAnalysis",
     "lint",
     "pilot_for",
     "pilots_from_store",
     "plan",
+    "planned_analysis",
+    "verdict_comparisons",
 ]
