@@ -129,7 +129,7 @@ def test_percentile_interval_matches_loop_reference(name: str, task_bootstrap: b
     x = _data()
     reference = _ref_replicates(x, *_draws(3, REPS, RUNS, TASKS, task_bootstrap), name)
     found = interval_estimates({"a": x}, metric=name, reps=REPS, seed=3,
-                               task_bootstrap=task_bootstrap)["a"]
+                               task_bootstrap=task_bootstrap, method="percentile")["a"]
     assert found.point == pytest.approx(_ref_metric(x, name), rel=1e-12)
     low, high = np.quantile(reference, [0.025, 0.975])
     assert (found.low, found.high) == pytest.approx((low, high), rel=1e-12)
@@ -148,8 +148,10 @@ def test_expanded_interval_uses_hesterbergs_levels_with_pooled_df(name: str) -> 
     found = interval_estimates({"a": x}, metric=name, reps=REPS, seed=3, method="expanded")["a"]
     low, high = np.quantile(reference, [level, 1 - level])
     assert (found.low, found.high) == pytest.approx((low, high), rel=1e-12)
-    plain = interval_estimates({"a": x}, metric=name, reps=REPS, seed=3)["a"]
+    plain = interval_estimates({"a": x}, metric=name, reps=REPS, seed=3,
+                               method="percentile")["a"]
     assert found.low < plain.low and found.high > plain.high
+    assert interval_estimates({"a": x}, metric=name, reps=REPS, seed=3)["a"] == found
 
 
 @pytest.mark.parametrize("name", METRICS)
@@ -323,7 +325,8 @@ def test_optimality_gap_threshold_is_passed_through() -> None:
 def test_ci_level_is_used(ci: float) -> None:
     x = _data(seed=24)
     reference = _ref_replicates(x, *_draws(9, REPS, RUNS, TASKS, False), "mean")
-    found = interval_estimates({"a": x}, metric="mean", reps=REPS, seed=9, ci=ci)["a"]
+    found = interval_estimates({"a": x}, metric="mean", reps=REPS, seed=9, ci=ci,
+                               method="percentile")["a"]
     expected = np.quantile(reference, [(1 - ci) / 2, (1 + ci) / 2])
     assert (found.low, found.high) == pytest.approx(tuple(expected), rel=1e-12)
     assert found.ci == ci
@@ -334,9 +337,15 @@ def test_ci_level_is_used(ci: float) -> None:
 
 @pytest.mark.parametrize("runs", [2, 3, 4])
 def test_fewer_than_five_runs_warns(runs: int) -> None:
-    with pytest.warns(StatsWarning, match=f"only {runs} runs per task"):
+    """The default (expanded) warns that few runs make a wide, fragile interval; percentile
+    warns that its interval is too narrow and names method='expanded'."""
+    with pytest.warns(StatsWarning, match=f"only {runs} runs per task") as record:
         found = interval_estimates({"a": _data(runs=runs)}, reps=200)["a"]
     assert found.low < found.high
+    assert "expanded bootstrap interval still covers" in str(record[0].message)
+    assert record[0].message.kind == "few-runs"
+    with pytest.warns(StatsWarning, match="too narrow.*method='expanded'"):
+        interval_estimates({"a": _data(runs=runs)}, reps=200, method="percentile")
 
 
 def test_five_runs_do_not_warn() -> None:
@@ -429,7 +438,7 @@ def _ref_poi(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(per_task))
 
 
-@pytest.mark.parametrize("method", ["percentile", "bca"])
+@pytest.mark.parametrize("method", ["percentile", "bca", "expanded"])
 def test_probability_of_improvement_matches_loop_reference(method: str) -> None:
     """Runs of x and y resampled independently within each task (rliable's
     StratifiedIndependentBootstrap); BCa jackknife over runs of x and of y per task."""
@@ -449,6 +458,11 @@ def test_probability_of_improvement_matches_loop_reference(method: str) -> None:
     assert found.n == 5
     if method == "percentile":
         expected = np.quantile(reference, [0.025, 0.975])
+    elif method == "expanded":
+        # Hesterberg's levels with n = min(runs_x, runs_y) and the tasks as strata.
+        level = stats.norm.cdf(-math.sqrt(5 / 4) * stats.t.ppf(0.975, tasks * 4))
+        expected = np.quantile(reference, [level, 1 - level])
+        assert probability_of_improvement(x, y, reps=reps, seed=10) == found  # the default
     else:
         # Delete run r of x (or of y) in task t only; the other tasks keep all runs.
         num = den = 0.0

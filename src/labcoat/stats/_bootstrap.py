@@ -4,8 +4,10 @@ Resampling is rliable's StratifiedBootstrap (Agarwal et al. 2021, "Deep RL at
 the Edge of the Statistical Precipice"): within each task, draw the
 task's runs with replacement, independently across tasks; optionally also draw
 the tasks with replacement (`task_bootstrap=True`), which asks "what if the
-benchmark had other tasks like these". Intervals are percentile (rliable's
-default) or BCa (Efron 1987, "Better bootstrap confidence intervals").
+benchmark had other tasks like these". Intervals are the expanded percentile
+(Hesterberg 2015; labcoat's default, which holds its coverage with few runs),
+percentile (rliable's default) or BCa (Efron 1987, "Better bootstrap confidence
+intervals").
 
 Speed: resamples are drawn as index arrays (chunk, runs, tasks) in chunks of
 about 2^18 cells, and every built-in metric is evaluated for a whole chunk at
@@ -81,7 +83,7 @@ def interval_estimates(
     reps: int = 50_000,
     ci: float = 0.95,
     seed: Seed = 0,
-    method: Method = "percentile",
+    method: Method = "expanded",
     task_bootstrap: bool = False,
     gamma: float = 1.0,
 ) -> dict[str, Interval] | dict[str, dict[str, Interval]]:
@@ -96,17 +98,18 @@ def interval_estimates(
     Callables are keyed by `__name__`.
     reps: bootstrap replications; ci: confidence level in (0, 1).
     seed: int or numpy Generator, the only source of randomness.
-    method: "percentile" (rliable's default), "bca" (Efron 1987), or "expanded"
-      (Hesterberg 2015's expanded percentile, which corrects the narrowness of the
-      bootstrap with few runs; labcoat's reports use it).
+    method: "expanded" (default; Hesterberg 2015's expanded percentile, which corrects
+      the narrowness of the bootstrap with few runs: 93.6-95.2% coverage from 3 runs in
+      benchmarks/coverage.py; labcoat's reports use it), "percentile" (rliable's
+      default: pass it to compare with rliable; 85-88% at 3 runs) or "bca" (Efron 1987).
     task_bootstrap: also resample tasks (rliable's task_bootstrap).
     gamma: threshold of the optimality gap.
 
     Interval.se is the bootstrap standard error; Interval.n the runs per task. With a
     single run the interval is (-inf, inf) with a StatsWarning (one run cannot tell its
-    own noise); with fewer than 5 runs a StatsWarning says the interval is too narrow.
-    Even at 5 runs a nominal 95% interval covers only ~90% (~93% at 10 runs), percentile
-    and BCa alike (benchmarks/coverage.py).
+    own noise); with fewer than 5 runs a StatsWarning (kind "few-runs"). With
+    method="percentile" or "bca" even 5 runs give a nominal 95% interval that covers only
+    ~90% (~93% at 10 runs; benchmarks/coverage.py), which is why "expanded" is the default.
     """
     check_ci(ci)
     reps = _check_reps(reps)
@@ -132,7 +135,7 @@ def probability_of_improvement(
     reps: int = 50_000,
     ci: float = 0.95,
     seed: Seed = 0,
-    method: Method = "percentile",
+    method: Method = "expanded",
 ) -> Interval:
     """P(X > Y) averaged over tasks, with a stratified-bootstrap interval.
 
@@ -143,7 +146,9 @@ def probability_of_improvement(
     StratifiedIndependentBootstrap); tasks are not resampled. BCa uses the stratified
     jackknife over the runs of x and of y in every task. Interval.n is
     min(runs_x, runs_y); the single-run and few-runs guards are as in
-    `interval_estimates`.
+    `interval_estimates`. method: "expanded" (default), "percentile" (rliable's) or
+    "bca", as in `interval_estimates`; the expanded levels use n = min(runs_x, runs_y)
+    and the tasks as strata.
     """
     check_ci(ci)
     reps = _check_reps(reps)
@@ -152,7 +157,7 @@ def probability_of_improvement(
     kernel = improvement_kernel(xs, ys)  # (tasks, runs_x, runs_y)
     point = float(kernel.mean(axis=(1, 2)).mean())
     n = min(xs.shape[0], ys.shape[0])
-    if not guard_runs(n, "probability_of_improvement", stacklevel=2):
+    if not guard_runs(n, "probability_of_improvement", stacklevel=2, method=method):
         return Interval(point, -np.inf, np.inf, se=np.inf, n=n, ci=ci)
     rng = _rng_factory(seed)()
     chunks = _pair_index_chunks(rng, reps, xs.shape[0], ys.shape[0], xs.shape[1])
@@ -426,7 +431,7 @@ def _estimate(
             f"scores[{label!r}] has one task: task_bootstrap=True needs at least 2 tasks"
         )
     points = _points(x, metrics, gamma)
-    if not guard_runs(runs, f"scores[{label!r}]", stacklevel=3):
+    if not guard_runs(runs, f"scores[{label!r}]", stacklevel=3, method=method):
         return {key: Interval(points[key], -np.inf, np.inf, se=np.inf, n=runs, ci=ci)
                 for key, _ in metrics}
     chunks = _index_chunks(rng, reps, runs, tasks, task_bootstrap)
@@ -449,10 +454,11 @@ def _points(x: np.ndarray, metrics: list[tuple[str, Metric]], gamma: float) -> d
     return found
 
 
-def guard_runs(runs: int, label: str, stacklevel: int) -> bool:
+def guard_runs(runs: int, label: str, stacklevel: int, method: str | None = None) -> bool:
     """Warn about too few runs; False when there is no interval to give (one run).
 
-    stacklevel: what the caller would pass to warnings.warn to point at the user."""
+    stacklevel: what the caller would pass to warnings.warn to point at the user.
+    method: the interval method, when known ("expanded" gets its own message)."""
     if runs == 1:
         warnings.warn(
             f"{label}: one run per task, so the bootstrap cannot see run-to-run noise; "
@@ -460,7 +466,14 @@ def guard_runs(runs: int, label: str, stacklevel: int) -> bool:
             StatsWarning, stacklevel=stacklevel + 1,
         )
         return False
-    if runs < MIN_RUNS:
+    if runs < MIN_RUNS and method == "expanded":
+        message = (
+            f"{label}: only {runs} runs per task; the expanded bootstrap interval still covers "
+            "about 94% at 3 runs (benchmarks/README.md) but is wide, and an aggregate of so "
+            f"few runs is fragile. Run {MIN_RUNS} or more seeds."
+        )
+        warnings.warn(StatsWarning(message, "few-runs", runs), stacklevel=stacklevel + 1)
+    elif runs < MIN_RUNS:
         message = (
             f"{label}: only {runs} runs per task; percentile and BCa bootstrap intervals from "
             f"fewer than {MIN_RUNS} runs are too narrow (a nominal 95% interval covered 85-88% "
