@@ -72,6 +72,60 @@ def test_mean_interval_is_deterministic() -> None:
     assert mean_interval(RUNS) == mean_interval(list(RUNS))
 
 
+def test_mean_interval_bounds_keep_exact_match_inside_zero_one() -> None:
+    """The demo's exact-match case: runs near 1 give a t interval past 1.0; with
+    bounds=(0.0, 1.0) it stops at 1.0 while point, se and the lower end are unchanged."""
+    values = [1.0, 0.96, 1.0, 0.92, 1.0]
+    plain = mean_interval(values)
+    cut = mean_interval(values, bounds=(0.0, 1.0))
+    assert plain.high > 1.0
+    assert (cut.point, cut.low, cut.se, cut.n) == (plain.point, plain.low, plain.se, 5)
+    assert cut.high == 1.0
+
+
+@few_runs_ok
+def test_mean_interval_bounds_cut_both_ends_and_the_infinite_interval() -> None:
+    """Three runs spread over [0, 1]: both ends cut; one run: (-inf, inf) becomes (lo, hi)."""
+    wide = mean_interval([0.32, 0.9, 1.0], bounds=(0.0, 1.0))
+    assert (wide.low, wide.high) == (0.0, 1.0)
+    one = mean_interval([0.7], bounds=(0.0, 1.0))
+    assert (one.low, one.high, one.point) == (0.0, 1.0, 0.7)
+    unbounded = mean_interval([0.32, 0.9, 1.0])
+    assert unbounded.low < 0 and unbounded.high > 1
+
+
+@pytest.mark.parametrize(("values", "bounds", "match"), [
+    ([0.5, 1.2, 0.9, 0.8, 0.7], (0.0, 1.0), "outside bounds"),
+    ([-0.01, 0.5, 0.9, 0.8, 0.7], (0.0, 1.0), "outside bounds"),
+    ([0.5, 0.6, 0.7, 0.8, 0.9], (1.0, 0.0), "lo < hi"),
+    ([0.5, 0.6, 0.7, 0.8, 0.9], (0.0,), "pair"),
+])
+def test_mean_interval_bounds_reject_values_outside_and_bad_bounds(
+    values: list[float], bounds: tuple, match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        mean_interval(values, bounds=bounds)
+
+
+@few_runs_ok
+def test_bounded_coverage_is_the_unbounded_coverage() -> None:
+    """Seeded check: 3000 experiments of 3 runs with accuracy ~ Beta(40, 2) (mean 0.952):
+    cutting to [0, 1] never changes whether the mean is covered, so coverage is equal, and
+    the cut intervals never leave [0, 1] while many uncut ones do."""
+    rng = np.random.default_rng(3)
+    truth = 40 / 42
+    hits = cut_hits = outside = 0
+    for _ in range(3000):
+        x = rng.beta(40, 2, 3)
+        plain, cut = mean_interval(x), mean_interval(x, bounds=(0.0, 1.0))
+        hits += plain.low <= truth <= plain.high
+        cut_hits += cut.low <= truth <= cut.high
+        outside += plain.high > 1
+        assert 0.0 <= cut.low <= cut.high <= 1.0
+    assert hits == cut_hits
+    assert outside > 300
+
+
 # --- welch -----------------------------------------------------------------
 
 CONTROL = [0.52, 0.55, 0.49, 0.51]

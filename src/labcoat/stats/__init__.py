@@ -5,7 +5,8 @@
 - runs x tasks (rliable's aggregates, far faster): interval_estimates (IQM, mean, median,
   optimality gap; stratified bootstrap), probability_of_improvement, performance_profile
 - runs (seeds): mean_interval, welch, paired_t, permutation_test, mann_whitney, hedges_g,
-  compare_curves (one number per run, never steps as samples)
+  compare_curves (one number per run, never steps as samples); trimmed_mean_interval, yuen
+  (20% trimmed means, resist one diverged run)
 - planning: items_needed, minimum_detectable_effect, seeds_needed, power_two_sample,
   power_paired (paired seeds), family_alpha (per-comparison alpha under a correction)
 - sequential (seeds in rounds, anytime-valid): SequentialTest, confidence_sequence,
@@ -72,6 +73,7 @@ from labcoat.stats._power import (
     seeds_needed_from_pilot,
 )
 from labcoat.stats._profiles import Profile, performance_profile
+from labcoat.stats._robust import trimmed_mean_interval, yuen
 from labcoat.stats._seeds import mean_interval, paired_t, welch
 from labcoat.stats._sequential import (
     ConfidenceSequence,
@@ -162,7 +164,9 @@ __all__ = [
     "spread_of_means",
     "suggest_fractional",
     "summarize_curves",
+    "trimmed_mean_interval",
     "unpaired_difference",
     "verdict",
     "welch",
+    "yuen",
 ]

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats as sps
 
-from labcoat.stats._checks import StatsWarning, check_ci
+from labcoat.stats._checks import StatsWarning, check_ci, check_within, clip_to_bounds
 from labcoat.stats._types import Difference, Interval
 
 # --- one model -----------------------------------------------------------------
@@ -97,7 +97,7 @@ def eval_mean(
     if n < 2:
         raise ValueError(f"eval_mean needs at least 2 items to estimate an SE, got {n}")
     correction = _correction(finite_cluster_correction, clusters is not None)
-    _check_within(matrix, bounds, "scores")
+    check_within(matrix, bounds, "scores")
     item_means = matrix.mean(axis=1)
     point = float(item_means.mean())
     binary = _is_binary(item_means)
@@ -115,7 +115,8 @@ def eval_mean(
         _check_bernoulli_scores(item_means)
         se = bernoulli_se(point, n)
         half = _z(ci) * se
-        return _bounded(Interval(point, point - half, point + half, se=se, n=n, ci=ci), bounds)
+        interval = Interval(point, point - half, point + half, se=se, n=n, ci=ci)
+        return clip_to_bounds(interval, bounds)
     if formula == "wilson" and not binary:
         raise ValueError(
             "formula='wilson' needs 0/1 item scores (one answer per item, or K answers "
@@ -134,7 +135,7 @@ def eval_mean(
         low, high = _wilson(point, n_eff, q)
     else:
         low, high = point - q * se, point + q * se
-    return _bounded(Interval(point, low, high, se=se, n=n, ci=ci), bounds)
+    return clip_to_bounds(Interval(point, low, high, se=se, n=n, ci=ci), bounds)
 
 
 def bernoulli_se(p_hat: float, n: int) -> float:
@@ -496,38 +497,6 @@ def _cluster_variance(
     trace_b2 = float(np.sum(c**2 * sizes**2) - 2.0 * np.sum(c**2 * sizes**3) / n
                      + np.sum(c * sizes**2) ** 2 / n**2)
     return variance, trace_b**2 / trace_b2, g
-
-
-def _check_within(matrix: np.ndarray, bounds: tuple[float, float] | None, name: str) -> None:
-    if bounds is None:
-        return
-    lo, hi = _check_bounds(bounds)
-    outside = (matrix < lo) | (matrix > hi)
-    if np.any(outside):
-        bad = matrix[outside]
-        raise ValueError(
-            f"{name} has {bad.size} values outside bounds=({lo:g}, {hi:g}), e.g. {bad[0]:g}; "
-            "fix the scores or the bounds"
-        )
-
-
-def _check_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"bounds={bounds!r} must be a pair (lo, hi) of numbers") from None
-    if not lo < hi:  # also rejects NaN
-        raise ValueError(f"bounds={bounds!r} must satisfy lo < hi, e.g. (0.0, 1.0)")
-    return lo, hi
-
-
-def _bounded(interval: Interval, bounds: tuple[float, float] | None) -> Interval:
-    """The interval cut to bounds (lo, hi); the estimand lies inside, so coverage holds."""
-    if bounds is None:
-        return interval
-    lo, hi = _check_bounds(bounds)
-    return replace(interval, low=min(max(interval.low, lo), hi),
-                   high=max(min(interval.high, hi), lo))
 
 
 def _wilson(p: float, n: float, q: float) -> tuple[float, float]:
