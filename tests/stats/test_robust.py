@@ -189,6 +189,15 @@ def test_identical_other_runs_make_any_gap_an_outlier() -> None:
         lstats.mean_interval([0.9, 0.9, 0.9, 0.9, 0.9])
 
 
+def test_ties_of_two_or_three_runs_are_not_outliers() -> None:
+    """Coarse metrics tie: [0.7, 0.7, 0.66] or [0.7, 0.7, 0.7, 0.64] (the others of the odd
+    run have no spread) stay silent; only 4 or more equal others make a gap infinite."""
+    assert outlying_run(np.array([0.7, 0.7, 0.66]))[0] == -1
+    assert outlying_run(np.array([0.7, 0.7, 0.7, 0.64]))[0] == -1
+    index, distance, _ = outlying_run(np.array([0.7, 0.7, 0.7, 0.7, 0.64]))
+    assert (index, distance) == (4, math.inf)
+
+
 def test_three_runs_warn_that_nothing_can_discount_the_outlier() -> None:
     """Three runs, two identical-ish and one far: the advice says trimming needs 5 runs."""
     with pytest.warns(StatsWarning) as record:
