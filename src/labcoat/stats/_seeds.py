@@ -109,7 +109,9 @@ def outlying_run(values: np.ndarray, alpha: float = OUTLIER_ALPHA) -> tuple[int,
     others_ss = np.maximum(np.sum(v**2) - v**2 - (n - 1) * others_mean**2, 0.0)
     others_sd = np.sqrt(others_ss / (n - 2))
     scale = np.abs(v).max()
-    varied = others_sd > 1e-9 * scale  # round-off stays far below this
+    # The deletion formula's round-off is about 1e-8 sqrt(n) of the overall SD; below
+    # 1e-6 of it the others count as all equal.
+    varied = others_sd > 1e-6 * float(np.sqrt(np.sum(v**2) / (n - 1)))
     gap = np.abs(v - others_mean)
     # Others all equal (a coarse metric): any gap is infinitely many of their SDs. Ties of
     # 2 or 3 runs are common on coarse metrics (22% of 3-run experiments of accuracies on
