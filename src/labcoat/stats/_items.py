@@ -122,7 +122,7 @@ def eval_mean(
             "formula='wilson' needs 0/1 item scores (one answer per item, or K answers "
             "that agree); use formula='clt' for other scores"
         )
-    variance, df = _variance_of_mean(item_means, clusters, correction, stacklevel=3)
+    variance, df = _variance_of_mean(item_means, clusters, correction, stacklevel=2)
     se = math.sqrt(variance)
     q = _quantile(ci, df)
     if binary and formula != "clt":
@@ -287,7 +287,7 @@ def paired_difference(
     # Var(b - a) computed from the differences is identical to Var(a) + Var(b) - 2 Cov(a, b).
     d = ym - xm
     estimate = float(d.mean())
-    variance, df = _variance_of_mean(d, clusters, correction, stacklevel=3)
+    variance, df = _variance_of_mean(d, clusters, correction, stacklevel=2)
     corr = _correlation(xm, ym)
     if clusters is not None:
         return _difference(estimate, math.sqrt(variance), "paired-clustered", d.size, ci, df,
@@ -342,8 +342,8 @@ def unpaired_difference(
             "formula='agresti-caffo' needs 0/1 scores on independent items (no clusters); "
             "use formula='clt'"
         )
-    var_a, df_a = _variance_of_mean(x, clusters_a, correction, stacklevel=3, name="clusters_a")
-    var_b, df_b = _variance_of_mean(y, clusters_b, correction, stacklevel=3, name="clusters_b")
+    var_a, df_a = _variance_of_mean(x, clusters_a, correction, stacklevel=2, name="clusters_a")
+    var_b, df_b = _variance_of_mean(y, clusters_b, correction, stacklevel=2, name="clusters_b")
     estimate = float(y.mean() - x.mean())
     se = math.sqrt(var_a + var_b)
     if clustered:

@@ -126,7 +126,7 @@ def _warn_no_trimming(n: int, h: int, trim: float, what: str) -> None:
             f"{what}: trim={trim} of {n} runs removes none (it trims floor({trim} * n) runs "
             "from each end), so this is the plain t interval and resists no outlier; with "
             f"5 or more runs 20% trimming drops one from each end.",
-            "no-trimming", n), stacklevel=4)
+            "no-trimming", n), stacklevel=3)
 
 
 def _check_trim(trim: float) -> float:
