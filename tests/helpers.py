@@ -101,13 +101,15 @@ parallelism: {parallelism}
 XSS = "<script>alert(1)</script>"  # a name that must reach every page escaped
 
 
-def stored_experiment(name: str, design_yaml: str, trials: list[dict]) -> None:
+def stored_experiment(name: str, design_yaml: str, trials: list[dict],
+                      analysis_plan: dict | None = None) -> None:
     """Write an experiment straight into the store at $LABCOAT_HOME, as ingestion would
     leave it, without running processes (fast, and names no design file allows).
 
     trials: {"key", "arm", "seed", "params", "status", "metrics": {name: [(step, value)]},
     "items": {task: {item: score}} (at the last step), "alerts": [(step, rule, severity,
     message)], "logs": [line], "command": [argv]}.
+    analysis_plan: the frozen plan as registration stores it ({"hash", "frozen_at", "plan"}).
     """
     import time
 
@@ -115,7 +117,8 @@ def stored_experiment(name: str, design_yaml: str, trials: list[dict]) -> None:
 
     db = store.open_store()
     with db.session() as session:
-        exp = store.Experiment(name=name, design_yaml=design_yaml, design_hash="0" * 64)
+        exp = store.Experiment(name=name, design_yaml=design_yaml, design_hash="0" * 64,
+                               analysis_plan=analysis_plan)
         session.add(exp)
         session.flush()
         for spec in trials:

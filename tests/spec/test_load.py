@@ -237,3 +237,12 @@ def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(LabcoatError) as info:
         load_design(path)
     assert str(info.value).startswith(f"{path}: no such design file")
+
+
+def test_hypothesis_bounds_must_be_ordered(tmp_path: Path) -> None:
+    text = _edit("  direction: increase\n", "  direction: increase\n  bounds: [1, 0]\n")
+    path, message = _error(tmp_path, text)
+    assert f"{path}:{_line(text, 'bounds')}" in message
+    assert "low < high" in message
+    good = _edit("  direction: increase\n", "  direction: increase\n  bounds: [0, 1]\n")
+    assert parse_design(good).hypothesis.bounds == (0.0, 1.0)

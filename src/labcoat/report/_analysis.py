@@ -1,8 +1,13 @@
 """From stored results to the answer: per-arm intervals, comparisons, verdicts.
 
 The verdict on the hypothesis is judged on seeds (Welch's test on each trial's
-final primary metric, Holm-adjusted across variants): seeds are the unit an
-intervention is replicated over. Per task, the same seed-level differences are
+final primary metric, or the paired t test with `seed_analysis: paired`,
+Holm-adjusted across variants; `stats.verdict` reads the interval against 0 and
+the declared smallest effect): seeds are the unit an intervention is replicated
+over. After `labcoat run --until-decisive` the verdict is the pre-registered
+anytime-valid sequential decision instead: a fixed-n test on seeds that were
+added until it looked decisive is optimistically biased, and is shown only for
+reference. Per task, the same seed-level differences are
 adjusted for the family of tasks and pooled with a random-effects model to say
 whether the effect generalizes. The paired item-level comparison is shown
 beside them; it is far tighter but measures only eval noise for these
@@ -60,8 +65,11 @@ class Comparison:
     p_adjusted: float | None = None
     family: str = ""
     power_note: str = ""  # power to detect the declared smallest effect, and seeds needed
-    verdict: str = "inconclusive"
+    verdict: str = "inconclusive"  # one of stats.DECISIONS
     reason: str = ""
+    over: str = ""  # what the seed test counted, e.g. "5 seeds per arm"
+    values: tuple[list[float], list[float]] = ((), ())  # control, variant: what was tested
+    fixed_n: str = ""  # sequential experiments: the fixed-n verdict, for reference only
 
 
 @dataclass
@@ -98,6 +106,11 @@ class Analysis:
     evaluations: dict[str, Any] = field(default_factory=dict)  # arms paired, no design
 
 
+def verdict_word(decision: str) -> str:
+    """How a decision reads in a report: "no-effect" -> "NO EFFECT"."""
+    return decision.upper().replace("-", " ")
+
+
 def analyze(session: Session, experiment: Experiment) -> Analysis:
     """Everything the report shows, computed from the store; StatsWarnings are collected."""
     with warnings.catch_warnings(record=True) as caught:
@@ -111,10 +124,14 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
     analysis.registration = dict(experiment.analysis_plan or {})
     analysis.counts = _counts(experiment)
     rule = (experiment.analysis_plan or {}).get("plan", {}).get("sequential")
-    # seeds a pre-registered sequential rule added are not "added after results were seen"
-    analysis.late_trials = [] if rule else _late_trials(experiment)
     if rule and analysis.results:
         analysis.sequential = _sequential(session, experiment, analysis.results[0], rule)
+        _judge_sequentially(analysis.results[0], analysis.sequential)
+    # Seeds a pre-registered sequential rule added are not "added after results were seen"
+    # only where the verdict shown is that rule's: any fixed-n verdict on them is biased.
+    fixed = [c for r in analysis.results for c in r.comparisons
+             if c.seeds is not None and not c.fixed_n]
+    analysis.late_trials = _late_trials(experiment) if fixed or not rule else []
     analysis.restarts = {t["key"]: [a["cause"] for a in t["attempt_history"][:-1]]
                          for t in status["trials"] if t["attempts"] > 1}
     analysis.scales = scales_data(session, experiment)
@@ -144,6 +161,31 @@ def _sequential(session: Session, experiment: Experiment, result: HypothesisResu
         out[variant] = dataclasses.asdict(test.update([a[s] for s in seeds],
                                                       [b[s] for s in seeds]))
     return out
+
+
+def _judge_sequentially(result: HypothesisResult, sequential: dict[str, Any]) -> None:
+    """The anytime-valid decision becomes the verdict; the fixed-n one is kept for reference
+    (read against the smallest effect as `stats.verdict` reads a fixed-n interval)."""
+    h = result.hypothesis
+    for c in result.comparisons:
+        s = sequential.get(c.variant)
+        if s is None:
+            continue
+        c.fixed_n = f"{c.verdict} ({c.reason})"
+        decision = {"no effect": "no-effect"}.get(s["decision"], s["decision"])
+        if decision not in stats.DECISIONS:  # "budget spent", "continue"
+            decision = "inconclusive"
+        near = s["high"] if h.direction == "increase" else -s["low"]
+        if decision == "supported" and h.smallest_effect and near < h.smallest_effect:
+            decision = "negligible"
+        c.verdict = decision
+        c.reason = (f"pre-registered sequential test (anytime-valid, alpha {s['alpha']:.3g} per "
+                    f"comparison): {s['reason']}")
+        if decision == "negligible":
+            c.reason += (f"; the whole sequence is smaller than the smallest effect worth "
+                         f"having ({h.smallest_effect:g})")
+        elif c.power_note and decision == "inconclusive":
+            c.reason += f"; {c.power_note}"
 
 
 def _counts(experiment: Experiment) -> dict[str, dict[str, int]]:
@@ -217,7 +259,9 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
     for trial in done:
         if trial.id in values:
             by_arm[trial.arm].append(trial)
-    arms = [_arm_result(arm, by_arm.get(arm, []), values, items, tasks) for arm in arm_names]
+    bounds = _bounds(hypothesis, items)
+    arms = [_arm_result(arm, by_arm.get(arm, []), values, items, tasks, bounds)
+            for arm in arm_names]
     control = design.control
     if design.factors is not None:
         comparisons = _factor_effects(design, hypothesis, by_arm, values)
@@ -263,7 +307,7 @@ def _factor_effects(design: Design, hypothesis: Hypothesis, by_arm: dict[str, li
         low, high = levels[name] if name in levels else ("-", "+")
         label = f"{name}={high}" if name in levels else name
         out.append(Comparison(label, f"{name}={low}" if name in levels else "additive",
-                              effect, None))
+                              effect, None, over=f"{effect.n} trials"))
     return out
 
 
@@ -285,15 +329,26 @@ def _task_mean(items: ItemScores, trial_id: int, task: str) -> float | None:
     return float(np.mean(list(scores.values()))) if scores else None
 
 
+def _bounds(hypothesis: Hypothesis, items: ItemScores) -> tuple[float, float] | None:
+    """The metric's range: declared (`bounds:`), or [0, 1] for item scores that all lie in
+    it (accuracy, exact match): intervals are kept inside it."""
+    if hypothesis.bounds is not None:
+        return hypothesis.bounds
+    scores = [v for tasks in items.values() for per in tasks.values() for v in per.values()]
+    if hypothesis.source == "items" and scores and 0 <= min(scores) and max(scores) <= 1:
+        return (0.0, 1.0)
+    return None
+
+
 def _arm_result(arm: str, trials: list[Trial], values: dict[int, float], items: ItemScores,
-                tasks: list[str]) -> ArmResult:
+                tasks: list[str], bounds: tuple[float, float] | None) -> ArmResult:
     arm_values = [values[t.id] for t in trials]
     per_task = {}
     for task in tasks:
         means = [m for t in trials if (m := _task_mean(items, t.id, task)) is not None]
         if means:
-            per_task[task] = stats.mean_interval(means)
-    overall = stats.mean_interval(arm_values) if arm_values else None
+            per_task[task] = stats.mean_interval(means, bounds=bounds)
+    overall = stats.mean_interval(arm_values, bounds=bounds) if arm_values else None
     return ArmResult(arm, [t.key for t in trials], arm_values, overall, per_task)
 
 
@@ -312,7 +367,10 @@ def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
         return comparison
     xa, xb = [values[t.id] for t in a], [values[t.id] for t in b]
     comparison.seeds = stats.paired_t(xa, xb) if seed_analysis == "paired" else stats.welch(xa, xb)
-    comparison.power_note = _power_note(xa, xb, hypothesis)
+    comparison.values = (xa, xb)
+    comparison.over = (f"{len(xa)} seed pairs" if seed_analysis == "paired" else
+                       f"{len(xa)} seeds per arm" if len(xa) == len(xb) else
+                       f"{len(xa)} {control} and {len(xb)} {variant} seeds")
     seed_diffs = {t: d for t in tasks if (d := _welch_task(a, b, items, t)) is not None}
     item_diffs = {t: d for t in tasks if (d := _paired_task(a, b, items, t)) is not None}
     if item_diffs and hypothesis.source == "items":
@@ -324,19 +382,39 @@ def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
     return comparison
 
 
-def _power_note(a: list[float], b: list[float], hypothesis: Hypothesis) -> str:
-    """With a declared smallest effect: the power these seeds had to see it, and the seeds
-    per arm that 80% power needs (noncentral t, pooled seed SD)."""
+def _power_note(comparison: Comparison, hypothesis: Hypothesis, paired: bool,
+                family_alpha: float, family: str) -> str:
+    """With a declared smallest effect: the power these seeds had to see it under the test
+    that ran (paired t on seed differences, or two-sample on the pooled seed SD) at the
+    family's per-comparison alpha, and the seeds per arm 80% power needs."""
     delta = hypothesis.smallest_effect
-    sd = float(np.sqrt((np.var(a, ddof=1) * (len(a) - 1) + np.var(b, ddof=1) * (len(b) - 1))
-                       / (len(a) + len(b) - 2)))
-    if delta is None or not sd > 0:
+    a, b = (np.asarray(v, dtype=float) for v in comparison.values)
+    if delta is None or a.size < 2 or b.size < 2:
         return ""
-    n = min(len(a), len(b))
-    power = stats.power_two_sample(n, delta, sd=sd, alpha=hypothesis.alpha)
-    needed = stats.seeds_needed(delta, sd=sd, alpha=hypothesis.alpha, power=0.8)
+    if paired:
+        sd = float(np.std(b - a, ddof=1))
+        what = "SD of seed differences"
+    else:
+        sd = float(np.sqrt((np.var(a, ddof=1) * (a.size - 1) + np.var(b, ddof=1) * (b.size - 1))
+                           / (a.size + b.size - 2)))
+        what = "pooled seed SD"
+    n = min(a.size, b.size)
+    if not (math.isfinite(sd) and sd > 0):
+        return ""
+    if paired:
+        power = stats.power_paired(n, delta, sd=sd, alpha=family_alpha)
+    else:
+        power = stats.power_two_sample(n, delta, sd=sd, alpha=family_alpha)
+    try:
+        needed = f"{stats.seeds_needed(delta, sd=sd, alpha=family_alpha, power=0.8, paired=paired)}"
+    except ValueError:  # beyond the search's limit
+        needed = "more than 10,000"
+    if not math.isfinite(power):
+        return ""
+    test = "paired t" if paired else "two-sample t"
+    level = f"alpha {family_alpha:.3g}" + (f" ({family})" if family else "")
     return (f"power {power:.2f} to detect the smallest effect {delta:g} with {n} seeds per arm "
-            f"(seed SD {sd:.3g}); 80% power needs {needed} seeds per arm")
+            f"({test}, {what} {sd:.3g}, {level}); 80% power needs {needed} seeds per arm")
 
 
 def _family(diffs: dict[str, Difference]) -> dict[str, Adjusted]:
@@ -423,11 +501,21 @@ def _adjust_and_judge(results: list[HypothesisResult], design: Design) -> str:
     adjusted = stats.adjust([c.seeds for _, c in tested], method, ci=level)
     name = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni",
             "none": "no"}[method]
+    paired = design.seed_analysis == "paired" and design.factors is None
     for (hypothesis, comparison), adj in zip(tested, adjusted, strict=True):
         comparison.p_adjusted = adj.p_adjusted
         comparison.family = adj.note
         label = f" {name}-adjusted" if several and method != "none" else ""
-        comparison.verdict, comparison.reason = _verdict(adj.difference, hypothesis, label)
+        judged = stats.verdict(adj.difference, alpha=hypothesis.alpha,
+                               direction=hypothesis.direction,
+                               smallest_effect=hypothesis.smallest_effect,
+                               family_size=len(tested) if method != "none" else 1,
+                               aliases=comparison.seeds.aliases, over=comparison.over,
+                               adjusted=label)
+        comparison.verdict, comparison.reason = judged.decision, judged.reason
+        alpha = stats.family_alpha(hypothesis.alpha, len(tested), method)
+        family = f"{name} over {len(tested)} comparisons" if label else ""
+        comparison.power_note = _power_note(comparison, hypothesis, paired, alpha, family)
         if comparison.power_note and comparison.verdict == "inconclusive":
             comparison.reason += f"; {comparison.power_note}"
     if not several:
@@ -436,19 +524,3 @@ def _adjust_and_judge(results: list[HypothesisResult], design: Design) -> str:
         return (f"{len(tested)} comparisons, NOT corrected (`correction: none`): "
                 "the chance of a false positive among them exceeds alpha")
     return f"{name} correction over {len(tested)} comparisons ({adjusted[0].note})"
-
-
-def _verdict(diff: Difference, hypothesis: Hypothesis, adjusted: str) -> tuple[str, str]:
-    """diff: the comparison with its family-adjusted p-value and CI; `adjusted` names it."""
-    wanted = 1 if hypothesis.direction == "increase" else -1
-    p = diff.p_value
-    effect = (f"difference {diff.estimate:+.4g},{adjusted} {100 * diff.ci:.3g}% CI "
-              f"[{diff.low:+.4g}, {diff.high:+.4g}] over {diff.n} seeds, p={p:.3g}{adjusted}")
-    if p < hypothesis.alpha and np.sign(diff.estimate) == wanted:
-        return "supported", f"{effect} < {hypothesis.alpha:g}, in the predicted direction"
-    if p < hypothesis.alpha:
-        return "refuted", f"{effect} < {hypothesis.alpha:g}, opposite to the predicted direction"
-    return "inconclusive", (
-        f"{effect} >= {hypothesis.alpha:g}: the data cannot tell the arms apart; "
-        "more seeds would narrow the interval"
-    )

@@ -17,7 +17,13 @@ from html import escape
 from typing import Any
 
 from labcoat.errors import LabcoatError
-from labcoat.report._analysis import AGGREGATES, MACRO, Comparison, HypothesisResult
+from labcoat.report._analysis import (
+    AGGREGATES,
+    MACRO,
+    Comparison,
+    HypothesisResult,
+    verdict_word,
+)
 from labcoat.report._page import ReportPage
 from labcoat.report._status import goodput_line
 from labcoat.report._terminal import _interval  # one wording of an interval in both reports
@@ -47,7 +53,9 @@ pre { background: var(--bg); padding: 10px; overflow-x: auto; border: 1px solid 
 .verdict b.word { letter-spacing: .04em; }
 .verdict-supported { border-left-color: var(--ok); } .verdict-supported b.word { color: var(--ok); }
 .verdict-refuted { border-left-color: var(--bad); } .verdict-refuted b.word { color: var(--bad); }
-.verdict-inconclusive b.word { color: var(--warn); }
+.verdict-inconclusive b.word, .verdict-negligible b.word, .verdict-aliased b.word {
+  color: var(--warn); }
+.verdict-no-effect { border-left-color: var(--ok); }
 .sev-error, .sev-critical { color: var(--bad); font-weight: 600; }
 .sev-warning { color: var(--warn); font-weight: 600; } .sev-info { color: var(--muted); }
 .warning { color: var(--warn); } .figure { break-inside: avoid; page-break-inside: avoid; }
@@ -154,9 +162,12 @@ class _Renderer:
                 out.append(
                     f"<div class='verdict verdict-{c.verdict}' data-verdict='{c.verdict}'>"
                     f"{escape(prefix)}<b>{escape(c.variant)}</b> vs <b>{escape(c.control)}</b>: "
-                    f"<b class='word'>{c.verdict.upper()}</b> &mdash; {escape(c.reason)}"
+                    f"<b class='word'>{verdict_word(c.verdict)}</b> &mdash; {escape(c.reason)}"
                     + (f"<br><span class='muted'>{escape(c.power_note)}</span>"
-                       if c.power_note else "") + "</div>")
+                       if c.power_note else "")
+                    + (f"<br><span class='muted'>for reference only, not a verdict (seeds were "
+                       f"added until the sequential test was decisive): {escape(c.fixed_n)}"
+                       "</span>" if c.fixed_n else "") + "</div>")
         if a.family and sum(len(r.comparisons) for r in a.results) > 1:
             out.append(f"<p class='muted'>Family of the verdicts: {escape(a.family)}</p>")
         for message in a.warnings:

@@ -17,13 +17,15 @@ from labcoat.report._analysis import (
     Analysis,
     Comparison,
     HypothesisResult,
+    verdict_word,
 )
 from labcoat.report._evals import print_evaluations, print_prompts
 from labcoat.report._scales import print_scales
 from labcoat.report._status import goodput_line, print_alerts
 from labcoat.stats import Adjusted, Difference, Interval
 
-VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
+VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow",
+                 "no-effect": "bold cyan", "negligible": "bold yellow", "aliased": "bold yellow"}
 
 
 def print_report(analysis: Analysis, console: Console) -> None:
@@ -64,8 +66,12 @@ def print_report(analysis: Analysis, console: Console) -> None:
         for c in result.comparisons:
             style = VERDICT_STYLE[c.verdict]
             prefix = f"{result.hypothesis.id}, " if len(analysis.results) > 1 else ""
+            if c.fixed_n:
+                console.print(f"[dim]for reference only, not a verdict (seeds were added until "
+                              f"the sequential test was decisive, which biases a fixed-n test): "
+                              f"{escape(c.fixed_n)}[/]", soft_wrap=True)
             console.print(f"Verdict for {prefix}{escape(c.variant)} vs {escape(c.control)}: "
-                          f"[{style}]{c.verdict.upper()}[/] - {escape(c.reason)}",
+                          f"[{style}]{verdict_word(c.verdict)}[/] - {escape(c.reason)}",
                           soft_wrap=True)
 
 
@@ -166,7 +172,8 @@ def _comparison_table(c: Comparison, analysis: HypothesisResult) -> Table:
                           f"models fixed (eval noise only). {family}")
     table.add_column("task")
     table.add_column("diff", justify="right")
-    table.add_column("seeds: Welch CI", justify="right")
+    test = {"paired-t": "paired t", "welch": "Welch"}.get(c.seeds.method, "OLS")
+    table.add_column(f"seeds: {test} CI", justify="right")
     table.add_column("p", justify="right")
     if analysis.tasks:
         table.add_column("items: paired CI", justify="right")

@@ -68,7 +68,19 @@ class Hypothesis(_Strict):
     sd: float | None = Field(
         None, gt=0, description="your guess of the per-seed SD of the metric, for power"
     )
+    bounds: tuple[float, float] | None = Field(
+        None, description="the metric's range, e.g. [0, 1] for accuracy: intervals stay "
+        "inside it (item scores all in [0, 1] are taken as bounded there)"
+    )
     id: str | None = Field(None, pattern=NAME, description="a short name, e.g. H1 (default)")
+
+    @field_validator("bounds")
+    @classmethod
+    def _ordered(cls, bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+        if bounds is not None and not bounds[0] < bounds[1]:
+            raise ValueError(f"bounds {list(bounds)} must be [low, high] with low < high, "
+                             "e.g. [0, 1]")
+        return bounds
 
 
 class Arm(_Strict):
