@@ -37,13 +37,13 @@ Scenarios (the true mean difference is the stated one in all four):
   probability 0.07 to 10 SD below its value (both arms alike).
 
 Experiments per cell: S = 2000 for the rates without a smallest effect (type-I, power,
-FWER, the factorial's "supported"/"aliased") and for every sequential decision; S_t = 600
+FWER, the factorial's "supported"/"aliased") and for every sequential decision; S_t = 700
 for the fixed-n verdicts with a smallest effect (no-effect, negligible, the family's and
 the factorial's TOST columns, the old Welch-after-stopping's), since each verdict with
 smallest_effect costs ~1 ms (scipy freezing a t distribution in `equivalence_p`).
 
-    nice -n 10 .venv/bin/python benchmarks/verdicts.py            # S = 2000, S_t = 600, ~7 min
-    nice -n 10 .venv/bin/python benchmarks/verdicts.py --quick    # S = 250, S_t = 80, < 1 min
+    nice -n 10 .venv/bin/python benchmarks/verdicts.py            # S = 2000, S_t = 700, ~5-7 min
+    nice -n 10 .venv/bin/python benchmarks/verdicts.py --quick    # S = 200, S_t = 60, < 1 min
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats as sps
 
 from labcoat import stats
 from labcoat.stats import Difference
@@ -81,6 +82,7 @@ ACCURACY, ITEMS = 0.9, (50, 100, 200, 400)
 ROUND, MIXTURE_G = 2, 1.0
 SCENARIOS = ("normal", "skewed", "bounded", "collapsed")
 SKEW_MEAN, SKEW_SD = math.exp(0.5), math.sqrt((math.e - 1) * math.e)  # lognormal(0, 1)
+WARN_SIMS = 1000  # experiments per fixed-n row whose StatsWarnings are counted (at effect 0)
 SEQ_CODES = {_SUPPORTED: "supported", _REFUTED: "refuted", _NO_EFFECT: "no-effect",
              _BUDGET: "inconclusive"}
 
@@ -153,7 +155,10 @@ class Rate:
 class Cell:
     rates: dict[str, Rate] = field(default_factory=dict)
     warned: Counter = field(default_factory=Counter)  # StatsWarning kind -> experiments
+    warn_sims: int = 0  # experiments whose warnings were collected
     seeds: list[float] = field(default_factory=list)
+    checked: int = 0  # vectorized differences compared with the library's
+    mismatched: int = 0
 
     def rate(self, name: str) -> Rate:
         return self.rates.setdefault(name, Rate())
@@ -169,6 +174,68 @@ def judged(f: Callable[..., Difference], *args: object, **kwargs: object
                     if issubclass(w.category, stats.StatsWarning)}
 
 
+def welch_many(a: np.ndarray, b: np.ndarray, ci: float = 0.95) -> list[Difference]:
+    """stats.welch on each row of a: (sims, n_a) and b: (sims, n_b), vectorized (the same
+    formulas; `checked` compares them with the library on a sample)."""
+    na, nb = a.shape[1], b.shape[1]
+    va, vb = a.var(axis=1, ddof=1) / na, b.var(axis=1, ddof=1) / nb
+    estimate = b.mean(axis=1) - a.mean(axis=1)
+    se = np.sqrt(va + vb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+        p = 2 * sps.t.sf(np.abs(estimate / se), df)
+        half = sps.t.ppf(0.5 + ci / 2, df) * se
+    out = []
+    for e, s_, d, p_, h in zip(estimate.tolist(), se.tolist(), df.tolist(), p.tolist(),
+                                half.tolist(), strict=True):
+        if s_ == 0:
+            out.append(Difference(e, e, e, 0.0, 1.0 if e == 0 else 0.0, "welch", na + nb,
+                                  ci=ci))
+        else:
+            out.append(Difference(e, e - h, e + h, s_, p_, "welch", na + nb, df=d, ci=ci))
+    return out
+
+
+def paired_many(a: np.ndarray, b: np.ndarray, ci: float = 0.95) -> list[Difference]:
+    """stats.paired_t on each row of a, b: (sims, n), vectorized (correlation left NaN:
+    the verdict does not read it)."""
+    n = a.shape[1]
+    d = b - a
+    estimate = d.mean(axis=1)
+    se = d.std(axis=1, ddof=1) / np.sqrt(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * sps.t.sf(np.abs(estimate / se), n - 1)
+    half = float(sps.t.ppf(0.5 + ci / 2, n - 1)) * se
+    out = []
+    for e, s_, p_, h in zip(estimate.tolist(), se.tolist(), p.tolist(), half.tolist(),
+                            strict=True):
+        if s_ == 0:
+            out.append(Difference(e, e, e, 0.0, 1.0 if e == 0 else 0.0, "paired-t", n,
+                                  df=n - 1, ci=ci))
+        else:
+            out.append(Difference(e, e - h, e + h, s_, p_, "paired-t", n, df=n - 1, ci=ci))
+    return out
+
+
+def same(ours: Difference, theirs: Difference) -> bool:
+    """The fields the verdict reads agree to rounding."""
+    return all(math.isclose(getattr(ours, f), getattr(theirs, f), rel_tol=1e-9, abs_tol=1e-12)
+               or (math.isinf(getattr(ours, f)) and getattr(ours, f) == getattr(theirs, f))
+               for f in ("estimate", "low", "high", "se", "p_value", "df"))
+
+
+def check_against(cell: Cell, f: Callable[..., Difference], a: np.ndarray, b: np.ndarray,
+                  ours: Difference, collect: bool) -> None:
+    """Compare one vectorized difference with the library's f(a, b); with collect, count
+    the kinds of StatsWarning f emits (few-runs, outlier-seed)."""
+    theirs, kinds = judged(f, a, b)
+    cell.checked += 1
+    cell.mismatched += not same(ours, theirs)
+    if collect:
+        cell.warn_sims += 1
+        cell.warned.update(kinds)
+
+
 def said(decision: str, *which: str) -> float:
     return float(decision in which)
 
@@ -177,22 +244,25 @@ def said(decision: str, *which: str) -> float:
 
 
 def fixed_n(scenario: str, rng: np.random.Generator, n: int, paired: bool, sims: int,
-            tost_sims: int) -> Cell:
+            tost_sims: int, check: int) -> Cell:
     """Welch or paired t verdicts; the rates that need smallest_effect (TOST) on the first
-    tost_sims experiments only (each such verdict costs ~1 ms, mostly scipy freezing t)."""
+    tost_sims experiments only (each such verdict costs ~1 ms, mostly scipy freezing t).
+    Differences are vectorized; at effect 0 the library's test runs on the first
+    WARN_SIMS experiments (its warnings counted), elsewhere on the first `check`."""
     cell = Cell()
-    test = stats.paired_t if paired else stats.welch
+    test, many = (stats.paired_t, paired_many) if paired else (stats.welch, welch_many)
     for effect in (0.0, EFFECT, DELTA, 2 * DELTA):
         count = sims if effect in (0.0, EFFECT) else tost_sims
         values = draw(scenario, rng, np.array([0.0, effect]), count, n, RHO if paired else 0.0)
-        for i, (a, b) in enumerate(values):
-            d, kinds = judged(test, a, b)
+        diffs = many(values[:, 0], values[:, 1])
+        compare = WARN_SIMS if effect == 0 else check
+        for i, d in enumerate(diffs):
+            if i < compare:
+                check_against(cell, test, values[i, 0], values[i, 1], d, effect == 0)
             plain = stats.verdict(d, alpha=ALPHA).decision if count == sims else None
             with_delta = (stats.verdict(d, alpha=ALPHA, smallest_effect=DELTA).decision
                           if i < tost_sims else None)
             record(cell, effect, plain, with_delta)
-            if effect == 0:
-                cell.warned.update(kinds)
     return cell
 
 
@@ -234,6 +304,12 @@ def sequential(scenario: str, rng: np.random.Generator, max_seeds: int, sims: in
         low, high, _ = _intersect(low, high)
         for delta in (None, DELTA):
             used, codes, _ = _first_decision(low, high, looks, +1, delta)
+            stopped: dict[int, Difference] = {}
+            for n_used in np.unique(used):  # Welch on the seeds each experiment stopped at
+                rows = np.flatnonzero(used == n_used)
+                for i, d in zip(rows, welch_many(control[rows, :n_used],
+                                                 variant[rows, :n_used]), strict=True):
+                    stopped[int(i)] = d
             for i in range(sims):
                 n = int(used[i])
                 decision = SEQ_CODES[int(codes[i])]
@@ -244,7 +320,10 @@ def sequential(scenario: str, rng: np.random.Generator, max_seeds: int, sims: in
                     decision = "negligible"  # as report._judge_sequentially
                 fixed = None
                 if (delta is None and effect in (0.0, EFFECT)) or (delta and i < tost_sims):
-                    welch, _ = judged(stats.welch, control[i, :n], variant[i, :n])
+                    welch = stopped[i]
+                    if i < check:
+                        check_against(old, stats.welch, control[i, :n], variant[i, :n],
+                                      welch, False)
                     fixed = stats.verdict(welch, alpha=ALPHA, smallest_effect=delta).decision
                 if delta is None:
                     record(seq, effect, decision, None)
@@ -279,13 +358,17 @@ def replay(control: np.ndarray, variant: np.ndarray, looks: np.ndarray,
 
 
 def family(scenario: str, rng: np.random.Generator, n: int, sims: int,
-           tost_sims: int) -> Cell:
+           tost_sims: int, check: int) -> Cell:
     cell = Cell()
     for effect in (0.0, EFFECT, DELTA):
         count = tost_sims if effect == DELTA else sims
         values = draw(scenario, rng, np.array([0.0, effect, effect, effect]), count, n)
+        columns = [welch_many(values[:, 0], values[:, j]) for j in (1, 2, 3)]
         for i, arms in enumerate(values):
-            diffs = [judged(stats.welch, arms[0], arms[j])[0] for j in (1, 2, 3)]
+            diffs = [column[i] for column in columns]
+            if i < check:
+                for j, d in enumerate(diffs, start=1):
+                    check_against(cell, stats.welch, arms[0], arms[j], d, False)
             holm = [a.difference for a in stats.adjust(diffs, "holm")]
             for label, judged_diffs, m in (("holm", holm, 3), ("none", diffs, 1)):
                 if effect != DELTA:
@@ -361,8 +444,8 @@ def fixed_table(scenario: str, rows: list[tuple[str, Cell]]) -> list[str]:
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label, cell in rows:
         r = cell.rates
-        sims = r["type1"].sims
-        warned = ", ".join(f"{k} {v / sims:.0%}" for k, v in sorted(cell.warned.items()))
+        warned = ", ".join(f"{k} {v / cell.warn_sims:.1%}"
+                           for k, v in sorted(cell.warned.items()))
         seeds = f"{np.mean(cell.seeds):.1f}" if cell.seeds else "-"
         lines.append(
             f"| {label} | {r['type1'].show(ALPHA)} | {r['power'].show()} "
@@ -414,17 +497,17 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=2000,
                         help="simulated experiments per cell for the rates without a smallest "
                         "effect, and for every sequential decision (default 2000)")
-    parser.add_argument("--tost-sims", type=int, default=600,
+    parser.add_argument("--tost-sims", type=int, default=700,
                         help="experiments per cell for the fixed-n rates that need TOST "
-                        "(each such verdict costs ~1 ms; default 600)")
+                        "(each such verdict costs ~1 ms; default 700)")
     parser.add_argument("--quick", action="store_true",
-                        help="250 and 80 experiments per cell (< 1 minute)")
+                        help="200 and 60 experiments per cell (< 1 minute)")
     parser.add_argument("--check", type=int, default=None,
                         help="experiments per sequential cell replayed through "
                         "SequentialTest (default 30; 5 with --quick)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    sims, tost = (250, 80) if args.quick else (args.sims, args.tost_sims)
+    sims, tost = (200, 60) if args.quick else (args.sims, args.tost_sims)
     tost = min(tost, sims)
     check = args.check if args.check is not None else (5 if args.quick else 30)
     start = time.perf_counter()
@@ -433,16 +516,17 @@ def main() -> None:
            f"factorial's TOST columns); alpha = {ALPHA}; delta = {DELTA:g} SD; power at "
            f"{EFFECT:g} SD; seed {args.seed}. (!): above the bound by more than 2 SE; (?): "
            "above it within 2 SE.", ""]
-    families, factorials, replays = [], [], []
+    families, factorials, replays, tables = [], [], [], []
     for s, scenario in enumerate(SCENARIOS):
         rows = []
         for n in (2, 3, 5, 10):
             rng = np.random.default_rng([args.seed, s, 0, n])
-            rows.append((f"Welch, {n} seeds/arm", fixed_n(scenario, rng, n, False, sims, tost)))
+            rows.append((f"Welch, {n} seeds/arm",
+                         fixed_n(scenario, rng, n, False, sims, tost, check)))
         for n in (3, 5, 10):
             rng = np.random.default_rng([args.seed, s, 1, n])
             rows.append((f"paired t, {n} seeds (corr {RHO:g})",
-                         fixed_n(scenario, rng, n, True, sims, tost)))
+                         fixed_n(scenario, rng, n, True, sims, tost, check)))
         for budget in (20, 50):
             rng = np.random.default_rng([args.seed, s, 2, budget])
             seq, old, bad = sequential(scenario, rng, budget, sims, tost, check)
@@ -450,13 +534,18 @@ def main() -> None:
             rows.append((f"sequential, 5..{budget} seeds/arm", seq))
             rows.append((f"old: Welch after stopping, 5..{budget}", old))
         out += fixed_table(scenario, rows)
+        tables.append(rows)
         for n in (5, 10):
             rng = np.random.default_rng([args.seed, s, 3, n])
-            families.append((scenario, n, family(scenario, rng, n, sims, tost)))
+            families.append((scenario, n, family(scenario, rng, n, sims, tost, check)))
         rng = np.random.default_rng([args.seed, s, 4])
         factorials.append((scenario, factorial(scenario, rng, sims, tost)))
         print(f"[{scenario} done, {time.perf_counter() - start:.0f} s]", flush=True)
     out += family_table(families) + factorial_table(factorials)
+    cells = [c for rows in tables for _, c in rows] + [c for _, _, c in families]
+    checked, bad = sum(c.checked for c in cells), sum(c.mismatched for c in cells)
+    out.append(f"Vectorized Welch / paired t against stats.welch / stats.paired_t: {bad} of "
+               f"{checked} differences disagree (estimate, interval, se, p, df; rel 1e-9).")
     out.append(f"SequentialTest replays (the first {check} experiments of each of the 8 cells "
                "per row, vectorized core vs the public class, round by round): "
                + ", ".join(f"{sc} 5..{b}: {bad} of {8 * check} disagree"
