@@ -22,6 +22,13 @@ with its Monte-Carlo SE sqrt(p (1 - p) / S) over S simulated experiments:
   effect: how often the old rule (p < alpha in the predicted direction) says "supported"
   against the verdict's "aliased"; and a true A = +delta cancelled by BC = -delta.
 
+Welch and paired t differences are computed for all experiments at once with the
+library's formulas (`welch_many`, `paired_many`) and compared with `stats.welch` /
+`stats.paired_t` on a sample (the disagreements are counted and printed); the first 1000
+experiments at effect 0 of every fixed-n row go through the library, and its
+StatsWarnings ("few-runs", "outlier-seed") are counted. `stats.verdict`, `stats.adjust`
+and `stats.factorial_effects` are called as they are, once per experiment.
+
 Units: one seed SD. Each arm's per-seed values have SD 1 (before collapses); the effect
 for power is 1 SD; the smallest effect worth having is delta = 3 SD (a seed SD of 0.3
 points against a smallest effect of 1 point), so delta / 3 = 1 SD and 2 delta = 6 SD.
