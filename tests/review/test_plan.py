@@ -86,3 +86,28 @@ def test_plan_from_a_pilot_in_the_store(home, tmp_path):
     assert mdes == sorted(mdes, reverse=True)  # more items resolve smaller effects
     unknown = cli("plan", str(path), "--pilot", "nope")
     assert unknown.returncode == 2 and "no experiment named 'nope'" in unknown.stderr
+
+
+def test_factorial_designs_plan_for_the_ols_effect_over_every_trial(tmp_path):
+    """A 2^(3-1) fraction: each main effect is estimated from all 4 runs x seeds, so it
+    needs far fewer seeds per run than two arms compared alone; the seeds found are the
+    fewest whose simulated-checked power (stats.power_factorial) reaches 80%."""
+    from labcoat import stats
+
+    path = tmp_path / "fact.yaml"
+    path.write_text("""name: fact
+hypothesis: {claim: c, metric: loss, direction: decrease, smallest_effect: 0.2, sd: 0.2,
+             compare: [a]}
+command: "python t.py {a} {b} {c} {seed}"
+params: {a: 0, b: 0, c: 0}
+factors: {a: {levels: [0, 1]}, b: {levels: [0, 1]}, c: {levels: [0, 1]}}
+fraction: ["c = a*b"]
+seeds: 2
+""")
+    (h,) = review.plan(spec.load_design(path)).hypotheses
+    assert h.analysis.startswith("OLS effect over 4 runs x seeds")
+    power = [stats.power_factorial(s, 0.2, runs=4, terms=3, sd=0.2, alpha=h.alpha)
+             for s in range(1 + 1, 40)]
+    assert h.seeds_needed == 2 + next(i for i, p in enumerate(power) if p >= 0.8)
+    two_arms = TTestIndPower().solve_power(1.0, alpha=h.alpha, power=0.8)
+    assert h.seeds_needed < two_arms

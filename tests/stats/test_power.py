@@ -553,3 +553,20 @@ def test_family_alpha_keeps_each_comparisons_power_under_holm(effects) -> None:
     assert rejection_rates(naive)[real].mean() < 0.8 - 10 * se
     assert rejection_rates(planned)[real].mean() >= 0.8 - 3 * se
     assert rejection_rates(planned)[~real].max(initial=0) < 0.05  # nulls stay controlled
+
+
+def test_power_factorial_matches_a_simulated_ols_fit():
+    """A 2^(3-1) fraction (I = ABC), 3 seeds per run: the A effect's power from repeated
+    statsmodels OLS fits on simulated trials, against the noncentral-t formula."""
+    import statsmodels.api as sm
+
+    runs = np.array([[-1, -1, 1], [1, -1, -1], [-1, 1, -1], [1, 1, 1]], dtype=float)
+    x = sm.add_constant(np.repeat(runs, 3, axis=0))
+    rng = np.random.default_rng(0)
+    sims, effect = 4000, 1.5  # effect in SDs: mean at A=+1 minus mean at A=-1
+    y = effect / 2 * x[:, 1] + rng.normal(size=(sims, x.shape[0]))
+    rejected = np.mean([sm.OLS(row, x).fit().pvalues[1] < 0.05 for row in y])
+    power = stats.power_factorial(3, effect, runs=4, terms=3)
+    assert abs(rejected - power) < 3 * np.sqrt(power * (1 - power) / sims)
+    with pytest.raises(ValueError, match="no residual"):
+        stats.power_factorial(1, effect, runs=4, terms=3)

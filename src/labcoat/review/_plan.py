@@ -49,11 +49,18 @@ class PlannedAnalysis:
     """The hypothesis' alpha."""
     comparison_alpha: float
     """The per-comparison alpha power is planned at: stats.family_alpha(alpha, m, correction)."""
+    runs: int = 0
+    """Factorial designs: the design's runs (factor-level combinations); 0 for arms."""
+    terms: int = 0
+    """Factorial designs: effects in the OLS model (main effects and interactions)."""
 
     def power(self, n: float, effect: float) -> float:
         """Power of this test with n seeds per arm for a true difference `effect`."""
         if self.sd is None:
             raise ValueError("the SD is unknown: declare `sd:` or pass a pilot")
+        if self.runs:
+            return stats.power_factorial(n, effect, runs=self.runs, terms=self.terms,
+                                         sd=self.sd, alpha=self.comparison_alpha)
         test = stats.power_paired if self.paired else stats.power_two_sample
         return test(n, effect, sd=self.sd, alpha=self.comparison_alpha)
 
@@ -61,6 +68,16 @@ class PlannedAnalysis:
         """Seeds per arm for `power` to detect `effect` (two-sided)."""
         if self.sd is None:
             raise ValueError("the SD is unknown: declare `sd:` or pass a pilot")
+        if self.runs:  # per run: N / 2 trials on each side of an effect
+            seeds = 2
+            while self.power(seeds, effect) < power:
+                seeds *= 2
+            low = seeds // 2  # power(low) < power (or low = 1, which may have no df)
+            while seeds - low > 1:
+                middle = (low + seeds) // 2
+                low, seeds = (low, middle) if self.power(middle, effect) >= power else (
+                    middle, seeds)
+            return seeds
         return stats.seeds_needed(effect, sd=self.sd, alpha=self.comparison_alpha,
                                   power=power, paired=self.paired)
 
@@ -82,7 +99,9 @@ class PlannedAnalysis:
     def description(self) -> str:
         """E.g. "paired t on seed differences, Holm over 3 comparisons: alpha 0.0167 per
         comparison"."""
-        test = "paired t on seed differences" if self.paired else "two-sample t on seeds"
+        test = ("paired t on seed differences" if self.paired else
+                f"OLS effect over {self.runs} runs x seeds" if self.runs else
+                "two-sample t on seeds")
         m = self.comparisons
         if m == 1:
             family = f"a single comparison: alpha {self.comparison_alpha:.3g}"
@@ -115,8 +134,8 @@ def planned_analysis(design: Design, hypothesis: Hypothesis,
                      pilot: Pilot | None = None) -> PlannedAnalysis:
     """The test, SD and per-comparison alpha that power for `hypothesis` is planned with.
 
-    Paired when `seed_analysis: paired` and the design has arms (a factorial design's
-    effects are OLS contrasts over every run, planned as two-sample). The paired SD comes
+    Paired when `seed_analysis: paired` and the design has arms; a factorial design's
+    effects are OLS contrasts over every trial (`stats.power_factorial`). The paired SD comes
     from the pilot's per-seed differences; without them the per-seed SD (pilot, else the
     `sd:` guess) times sqrt(2), the SD of a difference of two arms whose seeds are
     uncorrelated: conservative when shared seeds move both arms alike.
@@ -136,8 +155,11 @@ def planned_analysis(design: Design, hypothesis: Hypothesis,
     else:
         sd = seed_sd
     m = verdict_comparisons(design)
+    runs = len(spec.arm_specs(design)) if design.factors else 0
+    terms = len(design.factors or {}) + len(design.interactions)
     return PlannedAnalysis(paired, sd, source, m, design.correction, hypothesis.alpha,
-                           stats.family_alpha(hypothesis.alpha, m, design.correction))
+                           stats.family_alpha(hypothesis.alpha, m, design.correction),
+                           runs=runs, terms=terms if runs else 0)
 
 
 @dataclass

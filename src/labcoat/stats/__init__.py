@@ -8,7 +8,8 @@
   compare_curves (one number per run, never steps as samples); trimmed_mean_interval, yuen
   (20% trimmed means, resist one diverged run)
 - planning: items_needed, minimum_detectable_effect, seeds_needed, power_two_sample,
-  power_paired (paired seeds), family_alpha (per-comparison alpha under a correction)
+  power_paired (paired seeds), power_factorial (an effect of a two-level factorial),
+  family_alpha (per-comparison alpha under a correction)
 - sequential (seeds in rounds, anytime-valid): SequentialTest, confidence_sequence,
   sequential_plan
 - families: adjust (Holm, Benjamini-Hochberg, Bonferroni), holm, benjamini_hochberg
@@ -67,6 +68,7 @@ from labcoat.stats._power import (
     items_needed_from_pilot,
     minimum_detectable_effect,
     pilot_variances,
+    power_factorial,
     power_paired,
     power_two_sample,
     seeds_needed,
@@ -152,6 +154,7 @@ __all__ = [
     "performance_profile",
     "permutation_test",
     "pilot_variances",
+    "power_factorial",
     "power_paired",
     "power_two_sample",
     "prediction_band",

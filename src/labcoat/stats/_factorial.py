@@ -40,7 +40,7 @@ from scipy import optimize
 from scipy import stats as sps
 
 from labcoat.stats._checks import StatsWarning, check_ci
-from labcoat.stats._power import seeds_needed
+from labcoat.stats._power import _nct_power, seeds_needed
 from labcoat.stats._types import Difference
 
 # Below this many residual degrees of freedom the variance estimate behind every
@@ -1004,10 +1004,8 @@ def _probability(value: float, name: str) -> float:
 
 def _t_power(noncentrality: float, df: int, alpha: float) -> float:
     """Power of a two-sided t test at level alpha: P(|T| > t_{1-alpha/2, df}) for T
-    noncentral t(df, noncentrality) (Cohen 1988, ch. 2)."""
-    critical = float(sps.t.isf(alpha / 2, df))
-    return float(sps.nct.sf(critical, df, noncentrality)
-                 + sps.nct.cdf(-critical, df, noncentrality))
+    noncentral t(df, noncentrality) (Cohen 1988, ch. 2), finite far in the tails."""
+    return _nct_power(df, noncentrality, alpha, "two-sided")
 
 
 def _noncentrality_for_power(df: int, alpha: float, power: float) -> float:

@@ -271,6 +271,38 @@ def power_paired(
     return _nct_power(pairs - 1, d * math.sqrt(pairs), alpha, alternative)
 
 
+def power_factorial(
+    seeds: int,
+    effect: float,
+    *,
+    runs: int,
+    terms: int,
+    alpha: float = 0.05,
+    sd: float | None = None,
+) -> float:
+    """Power of the two-sided t test of one effect of a two-level (fractional) factorial,
+    as `stats.factorial_effects` estimates it: OLS over every seed of every run.
+
+    seeds: seeds per run; runs: factor-level combinations (rows of the design);
+    terms: effects in the model (main effects plus declared interactions).
+    effect: the true effect (mean at +1 minus mean at -1) in the metric's units when
+    sd (the per-run SD) is given, else standardized. With N = runs * seeds trials the
+    effect's SE is 2 sd / sqrt(N), every trial informing every effect (Box, Hunter &
+    Hunter 2005, ch. 5), so its t statistic is noncentral t with df = N - 1 - terms and
+    noncentrality d sqrt(N) / 2 -- a two-sample test with N / 2 trials per side.
+    """
+    for name, value in (("seeds", seeds), ("runs", runs), ("terms", terms)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name}={value!r} must be a whole number >= 1")
+    n = int(runs) * int(seeds)
+    df = n - 1 - int(terms)
+    if df < 1:
+        raise ValueError(f"{seeds} seed(s) x {runs} runs fit {terms} effects with no residual "
+                         "degrees of freedom: no test exists; run more seeds per run")
+    d = _standardized(effect, sd)
+    return _nct_power(df, d * math.sqrt(n) / 2, _probability(alpha, "alpha"), "two-sided")
+
+
 def seeds_needed(
     effect: float,
     *,

@@ -32,7 +32,8 @@ def verdict_badges(verdicts: list[dict[str, str]]) -> str:
     if not verdicts:
         return "<span class='muted'>-</span>"
     return "<br>".join(
-        f"<span class='verdict-{v['verdict']}'><b class='word'>{v['verdict'].upper()}</b></span>"
+        f"<span class='verdict-{v['verdict']}'><b class='word'>"
+        f"{v['verdict'].upper().replace('-', ' ')}</b></span>"
         f" {escape(v['variant'])} vs {escape(v['control'])}" for v in verdicts)
 
 
