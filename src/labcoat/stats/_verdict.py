@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from scipy import stats as sps
 
 from labcoat.stats._types import Difference
@@ -60,9 +61,9 @@ def equivalence_p(diff: Difference, smallest_effect: float) -> float:
         raise ValueError(f"smallest_effect={smallest_effect!r} must be a finite number > 0")
     if diff.se == 0:
         return 0.0 if abs(diff.estimate) < delta else 1.0
-    law = sps.norm if not math.isfinite(diff.df) else sps.t(diff.df)
-    p_above = float(law.sf((diff.estimate + delta) / diff.se))  # H0: effect <= -delta
-    p_below = float(law.cdf((diff.estimate - delta) / diff.se))  # H0: effect >= +delta
+    df = diff.df if math.isfinite(diff.df) else np.inf  # scipy's t with df=inf is normal
+    p_above = float(sps.t.sf((diff.estimate + delta) / diff.se, df))  # H0: effect <= -delta
+    p_below = float(sps.t.cdf((diff.estimate - delta) / diff.se, df))  # H0: effect >= +delta
     return max(p_above, p_below)
 
 
