@@ -61,8 +61,10 @@ def test_clustered_items_use_cluster_robust_errors(tmp_path):
     pa = _write(tmp_path / "a.csv", ["t"] * 150, items, a, clusters)
     pb = _write(tmp_path / "b.csv", ["t"] * 150, items, b, clusters)
     result = compare_item_scores(load_item_scores(pa), load_item_scores(pb))
+    # The default is CR2 (Bell-McCaffrey); for a mean over equal clusters its variance is
+    # CR0 x G/(G-1), which is statsmodels' CR1 here ((N-1)/(N-k) = 1 with k = 1).
     ols = sm.OLS(b - a, np.ones(150)).fit(cov_type="cluster",
-                                           cov_kwds={"groups": clusters, "use_correction": False})
+                                           cov_kwds={"groups": clusters, "use_correction": True})
     assert result.overall.se == pytest.approx(ols.bse[0])
 
 

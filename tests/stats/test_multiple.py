@@ -290,3 +290,20 @@ def test_asymmetric_interval_is_rebuilt_with_a_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", StatsWarning)
         adjust([_diff(0.1, 0.05, 10), _diff(0.2, 0.05, 10)])
+
+
+def test_agresti_min_intervals_are_widened_about_their_centre_without_a_warning() -> None:
+    """An adjusted Wald interval of paired 0/1 scores at the Bonferroni level equals the
+    same interval computed directly at that level (pseudo-counts, Agresti & Min 2005)."""
+    from labcoat.stats import paired_difference
+
+    rng = np.random.default_rng(0)
+    a = (rng.random(40) < 0.9).astype(float)
+    b = (rng.random(40) < 0.95).astype(float)
+    d = paired_difference(a, b)
+    assert d.method == "paired-agresti-min"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StatsWarning)
+        adj = adjust([d, _diff(0.1, 0.05, 10)], "bonferroni")[0]
+    direct = paired_difference(a, b, ci=1 - 0.05 / 2)
+    assert (adj.low, adj.high) == pytest.approx((direct.low, direct.high))

@@ -140,8 +140,10 @@ def adjust(differences: Sequence[Difference], method: str = "holm", *,
         level is used for the unselected comparisons (and 1 - alpha/m when
         R = 0), so all intervals in the family are comparable.
       - "none": the family level, unadjusted.
-    A difference whose interval is not estimate +- q * se (e.g. a bootstrap
-    interval) gets a symmetric one from its se, with a StatsWarning.
+    The adjusted Wald intervals of 0/1 scores (Agresti-Min, Agresti-Caffo) are widened
+    about their own centre by the ratio of the quantiles. Any other difference whose
+    interval is not estimate +- q * se (e.g. a bootstrap interval) gets a symmetric one
+    from its se, with a StatsWarning.
     """
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not known; choose one of {', '.join(METHODS)}")
@@ -183,11 +185,20 @@ def _quantile(level: float, df: float) -> float:
     return float(sps.t.ppf(upper, df) if math.isfinite(df) else sps.norm.ppf(upper))
 
 
+# Adjusted Wald intervals of 0/1 scores (stats._items): centre +- z * se of a table with
+# pseudo-counts added, so the interval is symmetric about its own centre, not the estimate.
+ADJUSTED_WALD = ("paired-agresti-min", "unpaired-agresti-caffo")
+
+
 def _interval(d: Difference, level: float, index: int) -> tuple[float, float]:
     if math.isnan(d.se) or d.se < 0:
         raise ValueError(f"difference {index} ({d.method}) has se={d.se}; need a finite SE >= 0")
     if d.se == 0 or math.isinf(d.se):
         return (d.estimate, d.estimate) if d.se == 0 else (-math.inf, math.inf)
+    if d.method in ADJUSTED_WALD:  # rescale about its centre (exact unless cut at +-1)
+        centre, half = (d.low + d.high) / 2, (d.high - d.low) / 2
+        half *= _quantile(level, d.df) / _quantile(d.ci, d.df)
+        return max(-1.0, centre - half), min(1.0, centre + half)
     half = _quantile(d.ci, d.df) * d.se
     # 1e-3 tolerates hand-rounded quantiles (1.96 for 1.95996...); bootstrap and other
     # asymmetric intervals differ by far more.
