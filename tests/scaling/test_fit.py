@@ -216,19 +216,26 @@ def test_noise_widens_the_prediction_interval() -> None:
 
 
 def test_groups_resample_whole_runs() -> None:
-    """Five identical copies of every point look like 5x the data to a point bootstrap;
-    resampled as groups they give back the intervals of the original points."""
+    """Five identical copies of every point look like 5x the data to a point bootstrap
+    (pairs or residual); resampled as groups they give back the intervals of the
+    original points. groups= makes "pairs" the default."""
     N, loss = _power_data()
-    base = scaling.fit(N=N, loss=loss, bootstrap=600, seed=0)
-    copies = scaling.fit(N=np.repeat(N, 5), loss=np.repeat(loss, 5), bootstrap=600, seed=0)
-    grouped = scaling.fit(N=np.repeat(N, 5), loss=np.repeat(loss, 5), bootstrap=600, seed=0,
-                          groups=np.repeat(np.arange(N.size), 5))
+    base = scaling.fit(N=N, loss=loss, bootstrap=600, seed=0, interval_method="pairs")
+    kw = {"N": np.repeat(N, 5), "loss": np.repeat(loss, 5), "bootstrap": 600, "seed": 0}
+    copies = scaling.fit(**kw, interval_method="pairs")
+    copies_residual = scaling.fit(**kw)
+    grouped = scaling.fit(**kw, groups=np.repeat(np.arange(N.size), 5))
+    assert copies_residual.interval_method == "residual"
+    assert grouped.interval_method == "pairs"
 
     def width(f: scaling.ScalingFit) -> float:
         return f.intervals["alpha"].high - f.intervals["alpha"].low
 
     assert width(copies) < 0.7 * width(base)
+    assert width(copies_residual) < 0.7 * width(base)
     assert width(grouped) == pytest.approx(width(base), rel=0.25)
+    with pytest.raises(ValueError, match="interval_method='pairs'"):
+        scaling.fit(**kw, groups=np.repeat(np.arange(N.size), 5), interval_method="residual")
 
 
 def test_to_dict_is_json_ready() -> None:
@@ -316,6 +323,7 @@ L10 = 1.5 + 300 * N10**-0.3
     ({"N": N10, "loss": L10, "grid": {"b": [1.0]}}, "grid key 'b'"),
     ({"N": N10, "loss": L10, "groups": [1, 2]}, "one label per point"),
     ({"N": N10, "loss": L10, "groups": [0] * 10}, "single label"),
+    ({"N": N10, "loss": L10, "interval_method": "wild"}, "choose between 'residual'"),
     ({"N": np.ones((2, 5)), "loss": L10}, "must be 1-D"),
 ])
 def test_invalid_input_raises_naming_the_problem(kwargs: dict, message: str) -> None:

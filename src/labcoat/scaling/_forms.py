@@ -87,8 +87,9 @@ def huber_objective(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray | No
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Objective / delta and its gradient for S parameter rows at once.
 
-    theta: (S, P); log_n, log_d, log_loss: (n,); weights: scalar, (n,) or (S, n)
-    (bootstrap replicates are point counts). Returns f (S,) and g (S, P).
+    theta: (S, P); log_n, log_d: (n,); log_loss: (n,), or (S, n) for one data set per
+    row (residual-bootstrap replicates); weights: scalar, (n,) or (S, n) (pairs-bootstrap
+    replicates are point counts). Returns f (S,) and g (S, P).
     """
     e = theta[:, 0:1]
     u1 = theta[:, 1:2] - theta[:, 2:3] * log_n
