@@ -13,7 +13,7 @@ from scipy import linalg, stats
 from statsmodels.stats.weightstats import DescrStatsW
 
 from labcoat.stats._checks import StatsWarning
-from labcoat.stats._items import paired_difference
+from labcoat.stats._items import eval_mean, paired_difference
 
 few_clusters_ok = pytest.mark.filterwarnings("ignore:.*clusters:labcoat.stats._checks.StatsWarning")
 
@@ -385,3 +385,13 @@ def test_binary_paired_coverage_near_the_boundary() -> None:
         hits_clt += clt.low <= truth <= clt.high
     assert hits_am / sims >= 0.93
     assert hits_clt / sims < 0.90
+
+
+def test_few_binary_items_warn_that_wilson_coverage_swings() -> None:
+    """Under 30 0/1 items Wilson's coverage dips to ~92% for some accuracies: say so."""
+    few = np.array([1.0] * 18 + [0.0] * 2)
+    with pytest.warns(StatsWarning, match="20 .*0/1 items.*30 or more"):
+        eval_mean(few)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StatsWarning)
+        eval_mean(np.array([1.0] * 45 + [0.0] * 5))

@@ -41,6 +41,11 @@ AGGREGATES = ("mean", "median", "iqm", "optimality_gap")  # Agarwal et al. 2021
 # Stratified bootstrap settings: seeded (reports are reproducible); "expanded"
 # percentile intervals keep 95% coverage with 3-5 runs (benchmarks/README.md).
 BOOTSTRAP = {"reps": 20_000, "seed": 0, "method": "expanded"}
+# What no check on 3-10 seeds can detect, said under every table of seed intervals.
+SEED_CAVEAT = ("t intervals across seeds assume seed noise without strong skew: with skewed "
+               "seed results they cover less than stated (82-84% for a nominal 95% with "
+               "lognormal seeds, benchmarks/README.md); look at the per-seed values, or "
+               "compare with stats.yuen (trimmed means)")
 
 
 @dataclass

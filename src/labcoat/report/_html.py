@@ -20,6 +20,7 @@ from labcoat.errors import LabcoatError
 from labcoat.report._analysis import (
     AGGREGATES,
     MACRO,
+    SEED_CAVEAT,
     Comparison,
     HypothesisResult,
     verdict_word,
@@ -251,7 +252,8 @@ class _Renderer:
         rows += [f"<tr><td>{escape(task)}</td>"
                  + "".join(f"<td>{_interval(arm.per_task.get(task))}</td>" for arm in arms)
                  + "</tr>" for task in result.tasks]
-        out.append(f"<table><caption class='muted'>mean and 95% CI across seeds</caption>"
+        out.append(f"<table><caption class='muted'>mean and 95% CI across seeds. "
+                   f"{escape(SEED_CAVEAT)}</caption>"
                    f"<tr><th>task</th>{head}</tr>{''.join(rows)}</table>")
         if any(arm.values for arm in arms):
             out.append(self.plot(self.fig.arms_plot(result, self.palette)))

@@ -14,6 +14,7 @@ from rich.table import Table
 from labcoat.report._analysis import (
     AGGREGATES,
     MACRO,
+    SEED_CAVEAT,
     Analysis,
     Comparison,
     HypothesisResult,
@@ -122,7 +123,8 @@ def _print_hypothesis(result: HypothesisResult, analysis: Analysis, console: Con
 
 def _arms_table(analysis: HypothesisResult) -> Table:
     table = Table(title=f"{analysis.hypothesis.metric} by arm: mean and 95% CI across seeds",
-                  title_justify="left", box=box.SIMPLE_HEAD)
+                  title_justify="left", box=box.SIMPLE_HEAD, caption=SEED_CAVEAT,
+                  caption_justify="left")
     table.add_column("task")
     for arm in analysis.arms:
         marker = " [control]" if arm.arm == analysis.control and arm.arm != "control" else ""
