@@ -202,3 +202,26 @@ seeds: 3
         assert overall["low"] == pytest.approx(max(low, 0.0))
         assert overall["high"] == pytest.approx(min(high, 1.0))
         assert 0.0 <= overall["low"] <= overall["high"] <= 1.0
+
+
+def test_differences_of_scores_in_0_1_stay_inside_minus_1_1(home):
+    design = """name: wide
+hypothesis: {claim: c, metric: exact_match, source: items, direction: increase}
+command: "python train.py --seed {seed} --q {q}"
+params: {q: 0}
+arms:
+  base: {control: true}
+  better: {params: {q: 1}}
+seeds: 3
+"""
+    correct = {"base": [0, 10, 0], "better": [10, 10, 10]}  # of 10 items: a huge seed spread
+    trials = [{"key": f"{arm}-s{seed}", "arm": arm, "seed": seed,
+               "items": {task: {f"i{i}": float(i < k) for i in range(10)} for task in "uv"}}
+              for arm, ks in correct.items() for seed, k in enumerate(ks)]
+    stored_experiment("wide", design, trials)
+    c = _comparison(json.loads(cli("report", "wide", "--json", check=True).stdout))
+    ref = sps.ttest_ind([1, 1, 1], [0, 1, 0], equal_var=False).confidence_interval(0.95)
+    assert ref.high > 1  # Welch's own interval leaves the range a difference can take
+    assert (c["seeds"]["low"], c["seeds"]["high"]) == pytest.approx((max(ref.low, -1), 1.0))
+    for seeds, _ in c["per_task"].values():
+        assert -1.0 <= seeds["difference"]["low"] <= seeds["difference"]["high"] <= 1.0

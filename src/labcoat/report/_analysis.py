@@ -86,6 +86,7 @@ class HypothesisResult:
     arms: list[ArmResult]
     comparisons: list[Comparison]
     tasks: list[str]
+    bounds: tuple[float, float] | None = None  # the metric's range (see _bounds)
 
 
 @dataclass
@@ -270,16 +271,17 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
     control = design.control
     if design.factors is not None:
         comparisons = _factor_effects(design, hypothesis, by_arm, values)
-        return HypothesisResult(hypothesis, control, arms, comparisons, tasks)
+        return HypothesisResult(hypothesis, control, arms, comparisons, tasks, bounds)
     variants = [a for a in arm_names if a != control]
     if hypothesis.compare:
         variants = [a for a in variants if a in hypothesis.compare]
     comparisons = [] if control is None else [
-        _compare(control, arm, by_arm, values, items, tasks, hypothesis, design.seed_analysis)
+        _compare(control, arm, by_arm, values, items, tasks, hypothesis, design.seed_analysis,
+                 bounds)
         for arm in variants
     ]
     _runs_by_tasks(arms, comparisons, by_arm, items, tasks, hypothesis)
-    return HypothesisResult(hypothesis, control, arms, comparisons, tasks)
+    return HypothesisResult(hypothesis, control, arms, comparisons, tasks, bounds)
 
 
 def _factor_effects(design: Design, hypothesis: Hypothesis, by_arm: dict[str, list[Trial]],
@@ -359,7 +361,8 @@ def _arm_result(arm: str, trials: list[Trial], values: dict[int, float], items: 
 
 def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
              values: dict[int, float], items: ItemScores, tasks: list[str],
-             hypothesis: Hypothesis, seed_analysis: str) -> Comparison:
+             hypothesis: Hypothesis, seed_analysis: str,
+             bounds: tuple[float, float] | None) -> Comparison:
     a, b = by_arm.get(control, []), by_arm.get(variant, [])
     comparison = Comparison(variant, control, None, None)
     if seed_analysis == "paired":  # arms share seeds: compare seed by seed
@@ -371,7 +374,8 @@ def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
                              f"{len(b)} {variant})")
         return comparison
     xa, xb = [values[t.id] for t in a], [values[t.id] for t in b]
-    comparison.seeds = stats.paired_t(xa, xb) if seed_analysis == "paired" else stats.welch(xa, xb)
+    seeds = stats.paired_t(xa, xb) if seed_analysis == "paired" else stats.welch(xa, xb)
+    comparison.seeds = _within_range(seeds, bounds)
     comparison.values = (xa, xb)
     comparison.over = (f"{len(xa)} seed pairs" if seed_analysis == "paired" else
                        f"{len(xa)} seeds per arm" if len(xa) == len(xb) else
@@ -379,9 +383,9 @@ def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
     seed_diffs = {t: d for t in tasks if (d := _welch_task(a, b, items, t)) is not None}
     item_diffs = {t: d for t in tasks if (d := _paired_task(a, b, items, t)) is not None}
     if item_diffs and hypothesis.source == "items":
-        comparison.items = stats.macro_average(list(item_diffs.values()))
-    seeds_adj = _family(seed_diffs)
-    items_adj = _family(item_diffs)
+        comparison.items = _within_range(stats.macro_average(list(item_diffs.values())), bounds)
+    seeds_adj = _family(seed_diffs, bounds)
+    items_adj = _family(item_diffs, bounds)
     comparison.per_task = {t: (seeds_adj.get(t), items_adj.get(t)) for t in tasks}
     comparison.generalization = _generalization(seed_diffs, hypothesis)
     return comparison
@@ -422,12 +426,23 @@ def _power_note(comparison: Comparison, hypothesis: Hypothesis, paired: bool,
             f"({test}, {what} {sd:.3g}, {level}); 80% power needs {needed} seeds per arm")
 
 
-def _family(diffs: dict[str, Difference]) -> dict[str, Adjusted]:
+def _family(diffs: dict[str, Difference], bounds: tuple[float, float] | None
+            ) -> dict[str, Adjusted]:
     """Per-task comparisons adjusted for the family of tasks (Holm)."""
     if not diffs:
         return {}
     adjusted = stats.adjust(list(diffs.values()), FAMILY_METHOD)
-    return dict(zip(diffs, adjusted, strict=True))
+    return {task: dataclasses.replace(adj, difference=_within_range(adj.difference, bounds))
+            for task, adj in zip(diffs, adjusted, strict=True)}
+
+
+def _within_range(diff: Difference, bounds: tuple[float, float] | None) -> Difference:
+    """A difference of a metric in [lo, hi] lies in [-(hi - lo), hi - lo]: its interval is
+    cut there, which cannot lose the true difference."""
+    if bounds is None:
+        return diff
+    width = bounds[1] - bounds[0]
+    return dataclasses.replace(diff, low=max(diff.low, -width), high=min(diff.high, width))
 
 
 def _generalization(seed_diffs: dict[str, Difference], hypothesis: Hypothesis
@@ -496,22 +511,24 @@ def _runs_by_tasks(arms: list[ArmResult], comparisons: list[Comparison],
 def _adjust_and_judge(results: list[HypothesisResult], design: Design) -> str:
     """One family: every variant against the control under every hypothesis, corrected
     by the design's `correction` (Holm by default). Returns the family in words."""
-    tested = [(r.hypothesis, c) for r in results for c in r.comparisons if c.seeds is not None]
+    tested = [(r, c) for r in results for c in r.comparisons if c.seeds is not None]
     if not tested:
         return ""
     several = len(tested) > 1
     method = design.correction if several else "none"
-    alphas = {h.alpha for h, _ in tested}
+    alphas = {r.hypothesis.alpha for r, _ in tested}
     level = 1 - min(alphas)  # one family level; hypotheses with other alphas use the smallest
     adjusted = stats.adjust([c.seeds for _, c in tested], method, ci=level)
     name = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni",
             "none": "no"}[method]
     paired = design.seed_analysis == "paired" and design.factors is None
-    for (hypothesis, comparison), adj in zip(tested, adjusted, strict=True):
+    for (result, comparison), adj in zip(tested, adjusted, strict=True):
+        hypothesis = result.hypothesis
         comparison.p_adjusted = adj.p_adjusted
         comparison.family = adj.note
         label = f" {name}-adjusted" if several and method != "none" else ""
-        judged = stats.verdict(adj.difference, alpha=hypothesis.alpha,
+        judged = stats.verdict(_within_range(adj.difference, result.bounds),
+                               alpha=hypothesis.alpha,
                                direction=hypothesis.direction,
                                smallest_effect=hypothesis.smallest_effect,
                                family_size=len(tested) if method != "none" else 1,
