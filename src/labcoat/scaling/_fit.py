@@ -308,14 +308,17 @@ def fit(N: ArrayLike, D: ArrayLike | None = None, loss: ArrayLike | None = None,
         out, the rest scaled to n - p degrees of freedom), refitted; percentile
         intervals stretched about the estimate by t_{n-p} / z (in log for E, A,
         B and predictions), so that for linear least squares they would be the
-        Student-t intervals. Covers 93-97% at
-        nominal 95% where the data identify the parameters, with widths ~1-1.1x
-        the spread of the estimates over data sets (benchmarks/scaling_coverage.py).
-        It treats points as independent, so it does not take groups.
+        Student-t intervals. On 8 sizes x 5 token budgets with 1-3% noise
+        (benchmarks/scaling_coverage.py) its 95% intervals for B and beta cover
+        93-97.5%, 0.99-1.18x as wide as the estimates' spread over data sets;
+        A and alpha 93-94.5% at 1-2% noise. Where E is barely identified (3%
+        noise) E, A and alpha cover only 86-92%, as with "pairs". It treats
+        points as independent, so it does not take groups.
         "pairs": points (or whole groups) drawn with replacement, percentile
-        interval; Besiroglu et al. 2024's method and labcoat's before 2026-12.
-        Needs no model of the noise, but with few points it is too wide (97-99%
-        coverage at nominal 95% on 8 sizes x 5 token budgets).
+        interval; Besiroglu et al. 2024's method and labcoat's before 2026-12
+        (same numbers as then). Needs no model of the noise or its correlation,
+        but with few points it is too wide (B and beta: 98-100% coverage in 5 of
+        the 6 cells above, 1.10-1.33x the spread).
     grid: starting values per optimizer coordinate ("e", "a", "alpha", "b",
         "beta"; E = exp(e), A = exp(a), B = exp(b)), replacing the default axes
         given (Hoffmann et al.'s grid).
