@@ -25,15 +25,18 @@ coverage of the true curve.
 
 Both methods fit the same data sets (seeded by cell), with the same point
 estimate: the second fit polishes from the first's optimum (grid = that point),
-so only the bootstrap differs. Each cell takes ~3-8 minutes on one core:
+so only the bootstrap differs. 100 data sets of a cell take 1.5-6 minutes on a
+shared core (400 replicates), so run cells in pieces and merge them:
 
-    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --law hoffmann --noise 0.01
-    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --law besiroglu --noise 0.03
-    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --quick   # 20 data sets
+    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --quick   # 20 data sets, 1 min
     # a cell in pieces of 100 data sets, then the table of all 200:
-    ... --law hoffmann --noise 0.03 --datasets 100 --save h3a.json
-    ... --law hoffmann --noise 0.03 --datasets 100 --first 100 --save h3b.json
+    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --law hoffmann --noise 0.03 \
+        --datasets 100 --save h3a.json
+    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --law hoffmann --noise 0.03 \
+        --datasets 100 --first 100 --save h3b.json
     .venv/bin/python benchmarks/scaling_coverage.py --merge h3a.json h3b.json
+    # every cell at once (2 x 3 cells x 200 data sets: ~40 minutes)
+    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py
 """
 
 from __future__ import annotations
