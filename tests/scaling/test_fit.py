@@ -278,6 +278,20 @@ def test_fit_warns_about_few_sizes_and_far_targets() -> None:
         f.predict_interval(1e9)
 
 
+def test_noisy_chinchilla_fits_warn_that_some_intervals_under_cover(
+    epoch: dict, law: Callable, grid: Callable
+) -> None:
+    """3% log noise (E, A, alpha covered 86-92% in benchmarks/scaling_coverage.py) warns;
+    1% (93.5-97.5%) does not."""
+    N, D = grid(sizes=8)
+    rng = np.random.default_rng(3)
+    clean = law(N, D, epoch)
+    for sd, noisy in ((0.03, True), (0.01, False)):
+        f = _quiet_fit(N=N, D=D, loss=clean * np.exp(rng.normal(0, sd, N.size)),
+                       bootstrap=100, seed=0)
+        assert ("noisy" in {w.kind for w in f.warnings}) == noisy, (sd, f.residual_scale)
+
+
 def test_grid_edge_warning_when_the_estimate_leaves_the_grid() -> None:
     N = np.geomspace(1e6, 1e9, 10)
     loss = 0.05 + 300 * N**-0.5  # E = 0.05: log E = -3 is below the grid's -1

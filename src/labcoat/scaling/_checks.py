@@ -30,7 +30,8 @@ class ScalingWarning(StatsWarning):
     objective end at different parameters, or only one start reaches it);
     unidentified (a term contributes almost nothing at every data point, or an
     exponent <= 0); bootstrap (replicates that failed to converge);
-    backtest-miss (held-out points outside their prediction intervals).
+    backtest-miss (held-out points outside their prediction intervals); noisy (a Chinchilla
+    fit whose scatter makes the E, A and alpha intervals under-cover).
     """
 
 
