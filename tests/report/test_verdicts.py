@@ -179,22 +179,29 @@ seeds: 3
     assert "ALIASED" in cli("report", "frac", check=True).stdout
 
 
-def test_intervals_of_scores_in_0_1_stay_inside_0_1(home):
-    design = """name: bounded
-hypothesis: {claim: c, metric: exact_match, source: items, direction: increase}
-command: "python train.py --seed {seed} --q {q}"
-params: {q: 0}
+ITEMS_DESIGN = """name: {name}
+hypothesis: {{claim: c, metric: exact_match, source: items, direction: increase}}
+command: "python train.py --seed {{seed}} --q {{q}}"
+params: {{q: 0}}
 arms:
-  base: {control: true}
-  better: {params: {q: 1}}
+  base: {{control: true}}
+  better: {{params: {{q: 1}}}}
 seeds: 3
 """
-    correct = {"base": [10, 9, 6], "better": [10, 10, 8]}  # of 10 items, per seed
+
+
+def _store_items(name, correct, tasks=("t",)):
+    """correct: {arm: [items right out of 10, per seed]}, the same on every task."""
     trials = [{"key": f"{arm}-s{seed}", "arm": arm, "seed": seed,
-               "items": {"t": {f"i{i}": float(i < k) for i in range(10)}}}
+               "items": {task: {f"i{i}": float(i < k) for i in range(10)} for task in tasks}}
               for arm, ks in correct.items() for seed, k in enumerate(ks)]
-    stored_experiment("bounded", design, trials)
-    report = json.loads(cli("report", "bounded", "--json", check=True).stdout)
+    stored_experiment(name, ITEMS_DESIGN.format(name=name), trials)
+    return json.loads(cli("report", name, "--json", check=True).stdout)
+
+
+def test_intervals_of_scores_in_0_1_stay_inside_0_1(home):
+    correct = {"base": [10, 9, 6], "better": [10, 10, 8]}
+    report = _store_items("bounded", correct)
     for arm in report["results"][0]["arms"]:
         values = np.array(correct[arm["arm"]]) / 10
         low, high = sps.t.interval(0.95, 2, loc=values.mean(), scale=sps.sem(values))
@@ -205,23 +212,11 @@ seeds: 3
 
 
 def test_differences_of_scores_in_0_1_stay_inside_minus_1_1(home):
-    design = """name: wide
-hypothesis: {claim: c, metric: exact_match, source: items, direction: increase}
-command: "python train.py --seed {seed} --q {q}"
-params: {q: 0}
-arms:
-  base: {control: true}
-  better: {params: {q: 1}}
-seeds: 3
-"""
-    correct = {"base": [0, 10, 0], "better": [10, 10, 10]}  # of 10 items: a huge seed spread
-    trials = [{"key": f"{arm}-s{seed}", "arm": arm, "seed": seed,
-               "items": {task: {f"i{i}": float(i < k) for i in range(10)} for task in "uv"}}
-              for arm, ks in correct.items() for seed, k in enumerate(ks)]
-    stored_experiment("wide", design, trials)
-    c = _comparison(json.loads(cli("report", "wide", "--json", check=True).stdout))
+    # a huge seed spread: Welch's own interval leaves the range a difference can take
+    c = _comparison(_store_items("wide", {"base": [0, 10, 0], "better": [10, 10, 10]},
+                                 tasks=("u", "v")))
     ref = sps.ttest_ind([1, 1, 1], [0, 1, 0], equal_var=False).confidence_interval(0.95)
-    assert ref.high > 1  # Welch's own interval leaves the range a difference can take
+    assert ref.high > 1
     assert (c["seeds"]["low"], c["seeds"]["high"]) == pytest.approx((max(ref.low, -1), 1.0))
     for seeds, _ in c["per_task"].values():
         assert -1.0 <= seeds["difference"]["low"] <= seeds["difference"]["high"] <= 1.0
