@@ -402,24 +402,19 @@ def _power_note(comparison: Comparison, hypothesis: Hypothesis, paired: bool,
         return ""
     if paired:
         sd = float(np.std(b - a, ddof=1))
-        what = "SD of seed differences"
+        what, power_of = "SD of seed differences", stats.power_paired
     else:
         sd = float(np.sqrt((np.var(a, ddof=1) * (a.size - 1) + np.var(b, ddof=1) * (b.size - 1))
                            / (a.size + b.size - 2)))
-        what = "pooled seed SD"
-    n = min(a.size, b.size)
+        what, power_of = "pooled seed SD", stats.power_two_sample
     if not (math.isfinite(sd) and sd > 0):
         return ""
-    if paired:
-        power = stats.power_paired(n, delta, sd=sd, alpha=family_alpha)
-    else:
-        power = stats.power_two_sample(n, delta, sd=sd, alpha=family_alpha)
+    n = min(a.size, b.size)
+    power = power_of(n, delta, sd=sd, alpha=family_alpha)
     try:
         needed = f"{stats.seeds_needed(delta, sd=sd, alpha=family_alpha, power=0.8, paired=paired)}"
     except ValueError:  # beyond the search's limit
         needed = "more than 10,000"
-    if not math.isfinite(power):
-        return ""
     test = "paired t" if paired else "two-sample t"
     level = f"alpha {family_alpha:.3g}" + (f" ({family})" if family else "")
     return (f"power {power:.2f} to detect the smallest effect {delta:g} with {n} seeds per arm "
