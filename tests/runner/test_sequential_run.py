@@ -32,6 +32,7 @@ def test_a_clear_effect_stops_at_the_first_look(home, tmp_path):
     assert _seeds_per_arm() == {"base": [0, 1, 2, 3, 4], "better": [0, 1, 2, 3, 4]}
     report = json.loads(cli("report", "seq", "--json", check=True).stdout)
     assert report["sequential"]["better"]["decision"] == "supported"
+    assert report["results"][0]["comparisons"][0]["verdict"] == "supported"
     assert report["late_trials"] == []  # added by the pre-registered rule, not by peeking
     assert report["registration"]["plan"]["sequential"]["max_seeds"] == 12
 
@@ -45,3 +46,8 @@ def test_no_effect_adds_rounds_until_the_budget(home, tmp_path):
     assert _seeds_per_arm()["better"] == list(range(8))
     report = json.loads(cli("report", "seq", "--json", check=True).stdout)
     assert report["sequential"]["better"]["decision"] in ("budget spent", "no effect")
+    # the headline is the sequential decision, never the fixed-n test on stopped seeds
+    (comparison,) = report["results"][0]["comparisons"]
+    assert comparison["verdict"] == {"budget spent": "inconclusive", "no effect": "no-effect"}[
+        report["sequential"]["better"]["decision"]]
+    assert comparison["fixed_n"] and "sequential" in comparison["reason"]
