@@ -61,6 +61,10 @@ def test_after_sequential_stopping_the_verdict_is_the_sequential_decision(home):
     text = cli("report", "seq", check=True).stdout.replace("\n", " ")
     assert "INCONCLUSIVE" in text and "REFUTED" not in text
     assert "for reference only" in text
+    page = home / "seq.html"
+    cli("report", "seq", "--html", str(page), check=True)
+    html = page.read_text(encoding="utf-8")
+    assert "data-verdict='inconclusive'" in html and "for reference only" in html
 
 
 def test_late_seeds_are_flagged_when_a_verdict_shown_is_not_the_sequential_one(home):
@@ -91,6 +95,9 @@ def test_an_interval_inside_the_smallest_effect_is_no_effect(home):
     assert f"TOST) p={p_ref:.3g}" in c["reason"]
     assert "more data" not in c["reason"]
     assert "NO EFFECT" in cli("report", "eq", check=True).stdout
+    page = home / "eq.html"
+    cli("report", "eq", "--html", str(page), check=True)
+    assert "verdict-no-effect" in page.read_text(encoding="utf-8")
 
 
 def test_same_data_without_a_smallest_effect_stays_inconclusive(home):
