@@ -13,6 +13,7 @@ if TYPE_CHECKING:
         Comparison,
         HypothesisResult,
         analyze,
+        verdict_word,
     )
     from labcoat.report._curves import arm_curves, trial_curves
     from labcoat.report._diagnosis import diagnosis_entry, print_diagnoses, print_templates
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 # Names load on first use: `labcoat status`, `show` and `logs` do not import scipy (1 s),
 # which only the analysis needs.
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "_analysis": ("Analysis", "ArmResult", "Comparison", "HypothesisResult", "analyze"),
+    "_analysis": ("Analysis", "ArmResult", "Comparison", "HypothesisResult", "analyze",
+                  "verdict_word"),
     "_diagnosis": ("diagnosis_entry", "print_diagnoses", "print_templates"),
     "_evals": ("stored_item_scores",),
     "_curves": ("arm_curves", "trial_curves"),

@@ -7,6 +7,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from labcoat.report import verdict_word
 from labcoat.report._html import CSS
 
 PLOTLY_SRC = "/static/plotly.min.js"
@@ -32,8 +33,8 @@ def verdict_badges(verdicts: list[dict[str, str]]) -> str:
     if not verdicts:
         return "<span class='muted'>-</span>"
     return "<br>".join(
-        f"<span class='verdict-{v['verdict']}'><b class='word'>"
-        f"{v['verdict'].upper().replace('-', ' ')}</b></span>"
+        f"<span class='verdict-{v['verdict']}'><b class='word'>{verdict_word(v['verdict'])}"
+        "</b></span>"
         f" {escape(v['variant'])} vs {escape(v['control'])}" for v in verdicts)
 
 
