@@ -1,4 +1,4 @@
-"""Template mining with Drain3 behind generic masking."""
+"""Template mining behind generic masking: the words miner (default) and Drain3."""
 
 import subprocess
 import sys
@@ -17,6 +17,7 @@ LOG = [
     "Invalid user admin from 10.0.0.9",
     "Invalid user oracle from 10.0.0.12",
     "Invalid user test from 10.0.0.3",
+    "Invalid user guest from 10.0.0.4",
 ]
 
 
@@ -24,8 +25,48 @@ def test_lines_of_one_template_share_an_id_and_different_ones_do_not():
     ids = mine_templates(LOG)
     assert ids[0] == ids[2] == ids[4]  # step lines
     assert ids[1] == ids[5]  # checkpoint lines
-    assert ids[6] == ids[7] == ids[8]  # a word parameter, generalized by Drain
+    assert ids[6] == ids[7] == ids[8] == ids[9]  # a word parameter: 4 distinct words
     assert len({ids[0], ids[1], ids[3], ids[6]}) == 4
+
+
+def test_event_words_stay_apart_until_a_position_takes_vary_at_words():
+    states = [f"[instance: {u}] VM {s} (Lifecycle Event)" for u, s in (
+        ("b9000564-fe1a-409b-b8cc-1e88b294cd1d", "Started"),
+        ("96abccce-8d1f-4e07-b6d1-4b2ab87e23b4", "Paused"),
+        ("b9000564-fe1a-409b-b8cc-1e88b294cd1d", "Resumed"))]
+    assert len(set(mine_templates(states))) == 3  # one differing word: three events
+    assert len(set(mine_templates(states, config=TemplateConfig(method="drain")))) == 1
+    merged = mine_templates([*states, states[0].replace("Started", "Stopped")])
+    assert len(set(merged)) == 1 and merged[0] == "T1"  # earlier ids follow the merge
+    assert len(set(mine_templates(states, config=TemplateConfig(vary_at=3)))) == 1
+
+
+def test_a_diverged_value_and_a_number_share_a_template():
+    miner = Templates()
+    ids = [miner.add(f"step {s} | loss {v} | lr 0.1") for s, v in ((1, "2.5"), (2, "nan"))]
+    assert ids[0] == ids[1] and miner.template(ids[0]) == "step <NUM> | loss <*> | lr <NUM>"
+    assert miner.add("step 3 | loss nan | now what") != ids[0]  # words still differ
+
+
+def test_merged_templates_keep_their_old_ids_valid():
+    miner = Templates()
+    first = [miner.add(f"Invalid user {u} from 10.0.0.{i}")
+             for i, u in enumerate(("admin", "oracle", "test"))]
+    assert len(set(first)) == 3 and len(miner) == 3
+    assert miner.add("Invalid user guest from 10.0.0.9") == "T1"
+    assert [miner.resolve(t) for t in first] == ["T1"] * 3
+    assert miner.count(first[2]) == 4 and miner.template(first[1]) == "Invalid user <*> from <IP>"
+    assert miner.ids() == ["T1"] and miner.match("Invalid user root from 10.1.1.1") == "T1"
+
+
+def test_least_recently_used_templates_are_evicted():
+    miner = Templates(TemplateConfig(max_templates=2))
+    a = miner.add("alpha beta 1")
+    miner.add("gamma delta 2")
+    miner.add("alpha beta 3")  # uses a
+    miner.add("epsilon zeta 4")  # evicts "gamma delta"
+    assert len(miner) == 2 and miner.match("gamma delta 5") is None
+    assert miner.match("alpha beta 6") == a
 
 
 def test_ids_are_stable_for_the_same_input():
@@ -37,12 +78,13 @@ def test_template_text_and_match_without_learning():
     miner = Templates()
     ids = [miner.add(line) for line in LOG]
     assert miner.template(ids[6]) == "Invalid user <*> from <IP>"
+    assert miner.template(ids[3]) == "Connection closed by <IP> [preauth]"
     assert miner.template(ids[0]) == "step <NUM> loss <NUM> lr <NUM> (<DUR>)"
     assert miner.count(ids[0]) == 3
     assert miner.match("step 99 loss 1.0 lr 1e-5 (3.2s)") == ids[0]
     assert miner.match("something never seen before") is None
-    assert len(miner) == len(set(ids))
-    assert miner.ids() == sorted(set(ids), key=lambda t: int(t[1:]))
+    assert len(miner) == len({miner.resolve(t) for t in ids}) == 4
+    assert miner.ids() == ["T1", "T2", "T3", "T4"]
     with pytest.raises(DiagnoseError, match="no template 'T99'"):
         miner.template("T99")
 
@@ -50,7 +92,7 @@ def test_template_text_and_match_without_learning():
 def test_headers_do_not_merge_different_messages():
     lines = [f"2024-05-01 12:00:0{i},000 - train - INFO - {m}"
              for i, m in enumerate(["Saving checkpoint to /x/a.pt", "Loading dataset c4 now",
-                                    "Saving checkpoint to /x/b.pt", "Loading dataset wiki now"])]
+                                    "Saving checkpoint to /x/b.pt", "Loading dataset c5 now"])]
     ids = mine_templates(lines)
     assert ids[0] == ids[2] and ids[1] == ids[3] and ids[0] != ids[1]
 
@@ -59,6 +101,8 @@ def test_headers_do_not_merge_different_messages():
     ("settings", "message"),
     [
         ({"sim_th": 0}, "sim_th=0 must be a number in \\(0, 1\\]"),
+        ({"method": "brain"}, "method='brain' must be one of words, drain"),
+        ({"vary_at": 1}, "vary_at=1 must be an integer >= 2"),
         ({"sim_th": 1.5}, "sim_th=1.5"),
         ({"depth": 2}, "depth=2 must be an integer >= 3"),
         ({"max_children": 1}, "max_children=1"),

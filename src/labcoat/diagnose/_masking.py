@@ -97,6 +97,15 @@ _SPLIT_UNIT = re.compile(
     r"|(?P<RANK>(?i:(?<![a-z])rank)[:=#]?) <NUM>")
 
 
+# A ctime/syslog date after masking: "Sun Jul <NUM> <TS> <NUM>", "Jul <NUM> <TS>",
+# "Mon, Jun <NUM> <NUM>": a weekday or a clock time marks it as a date, not words.
+_DAY_NAMES = "Mon|Tue|Wed|Thu|Fri|Sat|Sun"
+_MONTH_NAMES = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+_CALENDAR_DATE = re.compile(
+    rf"(?<!\S)(?:(?:{_DAY_NAMES}),? (?:{_MONTH_NAMES}) <NUM>(?:,? <TS>)?(?:,? <NUM>)?"
+    rf"|(?:{_MONTH_NAMES}) <NUM>,? <TS>(?:,? <NUM>)?)(?!\S)")
+
+
 def _unit(match: re.Match[str]) -> str:
     name = match.lastgroup
     return f"{match.group('RANK')} <RANK>" if name == "RANK" else f"<{name}>"
@@ -126,9 +135,11 @@ def _mask(text: str) -> str:
     for i, token in enumerate(tokens):
         if _CANDIDATE(token):
             tokens[i] = _mask_token(token)
+
     masked = " ".join(tokens)
     if "<NUM>" in masked:
         masked = _SPLIT_UNIT.sub(_unit, masked)
+        masked = _CALENDAR_DATE.sub("<TS>", masked)
     return masked
 
 

@@ -1,15 +1,21 @@
-"""Log templates: Drain3's fixed-depth parse tree on generically masked lines.
+"""Log templates: lines with their variable parts replaced, mined after generic masking.
 
 A template is a line with its variable parts replaced, e.g. ``step <NUM>/<NUM>
 loss <NUM> lr <NUM> (<DUR>)``; lines of one template are "the same message".
-Drain (He et al. 2017, ICWS) routes a tokenized line down a tree keyed by its
-token count and first tokens (`depth` - 2 of them) and joins the most similar
-template in that leaf if at least `sim_th` of the tokens agree; otherwise it
-starts a new template. The implementation is IBM's Drain3 library, in memory,
-with no persistence (Drain3's state files are jsonpickle: never loaded here).
+Two miners, chosen by `TemplateConfig.method`:
 
-Defaults (`sim_th`, `depth`) were chosen once, for all log sources, by grouping
-accuracy (Zhu et al. 2019) on the generated benchmark in `benchmarks/diagnose.py`.
+- ``"words"`` (default, `_words`): lines whose masked tokens agree except at
+  placeholders are one template, and a word position becomes a parameter once it
+  takes `vary_at` distinct words among otherwise equal templates. Constant words
+  never differ inside a template.
+- ``"drain"``: IBM's Drain3 library (He et al. 2017, ICWS), in memory with no
+  persistence (its state files are jsonpickle: never loaded here). It routes a
+  line down a tree keyed by its token count and first `depth` - 2 tokens and joins
+  the most similar template there if at least `sim_th` of the tokens agree.
+
+On the 13 labelled LogHub systems (``benchmarks/loghub.py``, grouping accuracy, Zhu
+et al. 2019) the default scores a mean 0.92 where Drain3's defaults score 0.70;
+on this project's generated training logs both do as well (`benchmarks/README.md`).
 """
 
 from __future__ import annotations
@@ -21,31 +27,39 @@ from typing import Any
 
 from labcoat.diagnose._errors import DiagnoseError
 from labcoat.diagnose._masking import mask, strip_header
+from labcoat.diagnose._words import WordMiner
 
-# Chosen on benchmarks/diagnose.py: grid sim_th 0.2-0.8 x depth 3-7, mean grouping accuracy
-# over five generated source styles, message content and raw lines alike. Depth 5 wins at
-# every sim_th in 0.2-0.5 (a plateau; 0.6 and up splits templates with word parameters):
-# 0.4, mid-plateau, is also Drain3's own default. See benchmarks/README.md.
+# Drain: chosen on benchmarks/diagnose.py's generated logs (depth 5 wins at every sim_th in
+# 0.2-0.5; 0.4 is also Drain3's own default). See benchmarks/README.md.
 DEFAULT_SIM_TH = 0.4
 DEFAULT_DEPTH = 5
+# Words: 4 distinct words make a parameter; 3, 5 and 6 score lower on the LogHub mean.
+DEFAULT_VARY_AT = 4
+METHODS = ("words", "drain")
 
 
 @dataclass(kw_only=True, frozen=True)
 class TemplateConfig:
     """Settings of the template miner.
 
-    sim_th: fraction of a line's tokens that must equal a template's (placeholders
-        excluded) for the line to join it; higher splits more. In (0, 1].
-    depth: depth of Drain's parse tree (root and token-count levels included): a line
-        is compared only with templates sharing its first ``depth - 2`` tokens. >= 3.
-    max_children: children per tree node before further tokens go to a wildcard child.
+    method: ``"words"`` (default) or ``"drain"`` (Drain3); see the module doc.
+    vary_at: (words) distinct words at one position of otherwise equal templates that
+        make the position a parameter and merge them. >= 2.
+    sim_th: (drain) fraction of a line's tokens that must equal a template's
+        (placeholders excluded) for the line to join it; higher splits more. In (0, 1].
+    depth: (drain) depth of Drain's parse tree (root and token-count levels included):
+        a line is compared only with templates sharing its first ``depth - 2`` tokens.
+    max_children: (drain) children per tree node before further tokens go to a
+        wildcard child.
     max_templates: keep at most this many templates, least recently used evicted first
         (None: unlimited).
-    masking: apply labcoat's generic masking (`mask`) before Drain.
+    masking: apply labcoat's generic masking (`mask`) first.
     strip_headers: also drop a leading logging header (timestamp, level, logger name;
-        see `strip_header`) from what Drain compares; needs `masking`.
+        see `strip_header`) from what is compared; needs `masking`.
     """
 
+    method: str = "words"
+    vary_at: int = DEFAULT_VARY_AT
     sim_th: float = DEFAULT_SIM_TH
     depth: int = DEFAULT_DEPTH
     max_children: int = 100
@@ -54,6 +68,12 @@ class TemplateConfig:
     strip_headers: bool = True
 
     def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise DiagnoseError(f"method={self.method!r} must be one of {', '.join(METHODS)}")
+        if not isinstance(self.vary_at, int) or isinstance(self.vary_at, bool) \
+                or self.vary_at < 2:
+            raise DiagnoseError(f"vary_at={self.vary_at!r} must be an integer >= 2 "
+                                f"(default {DEFAULT_VARY_AT})")
         if not isinstance(self.sim_th, int | float) or not (
             math.isfinite(self.sim_th) and 0 < self.sim_th <= 1
         ):
@@ -78,11 +98,11 @@ class Templates:
     """An incremental template miner: `add` a line, get its template id.
 
     Ids are ``"T1"``, ``"T2"``, ... in order of first appearance: the same lines added
-    in the same order give the same ids. A line never changes template once added
-    (Drain only generalizes a template's text), so an id returned by `add` stays
-    valid; `template(id)` returns the template's current text. Identical masked
-    lines always share an id (a cache in front of Drain; Drain itself could route a
-    repeated line to a later, more general template).
+    in the same order give the same ids. An id returned by `add` stays valid: the
+    words miner may later merge its template into an earlier one (a word position
+    turned out to be a parameter), and `resolve` (which `template`, `count` and
+    `mine_templates` apply) gives the id it now has. Identical masked lines always
+    share an id.
 
         >>> t = Templates()
         >>> t.add("step 1 loss 2.5") == t.add("step 2 loss 2.4")
@@ -93,9 +113,9 @@ class Templates:
         if config is not None and not isinstance(config, TemplateConfig):
             raise DiagnoseError(f"config must be a TemplateConfig, not {type(config).__name__}")
         self.config = config or TemplateConfig()
-        self._miner = _miner(self.config)
+        self._engine: _Drain | _Words = (
+            _Drain(self.config) if self.config.method == "drain" else _Words(self.config))
         self._by_masked: dict[str, str] = {}
-        self._counts: dict[str, int] = {}
 
     def masked(self, line: str) -> str:
         """`line` masked (unless ``config.masking`` is off), header included: lines that
@@ -103,70 +123,97 @@ class Templates:
         return mask(line) if self.config.masking else " ".join(line.split())
 
     def content(self, line: str) -> str:
-        """What Drain compares: the masked line without its logging header."""
+        """What the miner compares: the masked line without its logging header."""
         masked = self.masked(line)
         return strip_header(masked) if self.config.strip_headers else masked
 
     def add(self, line: str) -> str:
         """Learn from `line` and return its template id."""
-        if not isinstance(line, str):
-            raise DiagnoseError(f"a log line must be text (str), not {type(line).__name__}")
-        masked = self.content(line)
-        tid = self._by_masked.get(masked)
-        if tid is not None and self.config.max_templates is not None and (
-            int(tid[1:]) not in self._miner.drain.id_to_cluster
-        ):
-            tid = None  # evicted (least recently used): Drain starts it afresh
+        content = self.content(_checked(line))
+        tid = self._by_masked.get(content)
+        if tid is not None and not self._engine.alive(tid):
+            tid = None  # evicted (least recently used): learnt afresh
         if tid is None:
-            cluster_id = self._miner.add_log_message(masked)["cluster_id"]
-            tid = f"T{cluster_id}"
-            self._by_masked[masked] = tid
-        self._counts[tid] = self._counts.get(tid, 0) + 1
-        return tid
+            tid = self._by_masked[content] = self._engine.learn(content)
+        self._engine.seen(tid)
+        return self.resolve(tid)
 
     def match(self, line: str) -> str | None:
         """The id of an existing template that covers `line` exactly, without learning
         (None if none does)."""
-        if not isinstance(line, str):
-            raise DiagnoseError(f"a log line must be text (str), not {type(line).__name__}")
-        masked = self.content(line)
-        tid = self._by_masked.get(masked)
-        if tid is not None:
-            return tid
-        cluster = self._miner.match(masked, full_search_strategy="fallback")
-        return None if cluster is None else f"T{cluster.cluster_id}"
+        content = self.content(_checked(line))
+        tid = self._by_masked.get(content)
+        if tid is not None and self._engine.alive(tid):
+            return self.resolve(tid)
+        found = self._engine.match(content)
+        return None if found is None else self.resolve(found)
+
+    def resolve(self, tid: str) -> str:
+        """The id template `tid` has now (itself unless the words miner merged it)."""
+        return self._engine.resolve(tid)
 
     def template(self, tid: str) -> str:
-        """The current text of template `tid` (Drain's ``<*>`` marks generalized tokens)."""
-        cluster = self._cluster(tid)
-        return cluster.get_template()
+        """The current text of template `tid` (``<*>`` marks tokens that vary)."""
+        return self._engine.text(self._known(tid))
 
     def count(self, tid: str) -> int:
         """How many added lines have template `tid`."""
-        self._cluster(tid)
-        return self._counts.get(tid, 0)
+        return self._engine.count(self._known(tid))
 
     def ids(self) -> list[str]:
         """Every template id, in order of first appearance."""
-        return [f"T{c.cluster_id}" for c in sorted(self._miner.drain.clusters,
-                                                   key=lambda c: c.cluster_id)]
+        return self._engine.ids()
 
     def __len__(self) -> int:
-        return len(self._miner.drain.clusters)
+        return len(self._engine.ids())
 
-    def _cluster(self, tid: str) -> Any:
+    def _known(self, tid: str) -> str:
         number = tid[1:] if isinstance(tid, str) and tid.startswith("T") else ""
-        cluster = self._miner.drain.id_to_cluster.get(int(number)) if number.isdigit() else None
-        if cluster is None:
+        if not number.isdigit() or not self._engine.alive(tid):
             raise DiagnoseError(f"no template {tid!r} in this miner (ids look like 'T1')")
-        return cluster
+        return self.resolve(tid)
+
+
+class _Words:
+    """`Templates`' engine for ``method="words"`` (`WordMiner`)."""
+
+    def __init__(self, config: TemplateConfig) -> None:
+        self._miner = WordMiner(config.vary_at, config.max_templates)
+
+    def learn(self, content: str) -> str:
+        return f"T{self._miner.add(content.split())}"
+
+    def seen(self, tid: str) -> None:
+        self._miner.seen(int(tid[1:]))
+
+    def match(self, content: str) -> str | None:
+        number = self._miner.match(content.split())
+        return None if number is None else f"T{number}"
+
+    def alive(self, tid: str) -> bool:
+        return self._miner.group(int(tid[1:])) is not None
+
+    def resolve(self, tid: str) -> str:
+        number = tid[1:] if isinstance(tid, str) and tid.startswith("T") else ""
+        return f"T{self._miner.resolve(int(number))}" if number.isdigit() else tid
+
+    def text(self, tid: str) -> str:
+        return " ".join(self._miner.group(int(tid[1:])).shape)
+
+    def count(self, tid: str) -> int:
+        return self._miner.group(int(tid[1:])).count
+
+    def ids(self) -> list[str]:
+        return [f"T{n}" for n in self._miner.numbers()]
 
 
 def mine_templates(lines: Sequence[str], *, config: TemplateConfig | None = None) -> list[str]:
-    """One template id per line (``"T1"``, ``"T2"``, ...), mined together with Drain3.
+    """One template id per line (``"T1"``, ``"T2"``, ...), mined together.
 
     lines: the log lines, in order (a list, not one string). The same input always
-    gives the same ids. For the template texts, use a `Templates` miner directly.
+    gives the same ids; each is the template's id after every line was learnt (a
+    later line can show that an earlier word was a parameter). For the template
+    texts, use a `Templates` miner directly.
     """
     if isinstance(lines, str | bytes):
         raise DiagnoseError("mine_templates() takes a sequence of lines, not one string; "
@@ -177,7 +224,48 @@ def mine_templates(lines: Sequence[str], *, config: TemplateConfig | None = None
         if not isinstance(line, str):
             raise DiagnoseError(f"line {i} is {type(line).__name__}, not text (str)")
         ids.append(miner.add(line))
-    return ids
+    return [miner.resolve(tid) for tid in ids]
+
+
+class _Drain:
+    """`Templates`' engine for ``method="drain"`` (Drain3)."""
+
+    def __init__(self, config: TemplateConfig) -> None:
+        self._miner = _miner(config)
+        self._counts: dict[str, int] = {}
+
+    def learn(self, content: str) -> str:
+        return f"T{self._miner.add_log_message(content)['cluster_id']}"
+
+    def seen(self, tid: str) -> None:
+        self._counts[tid] = self._counts.get(tid, 0) + 1
+
+    def match(self, content: str) -> str | None:
+        cluster = self._miner.match(content, full_search_strategy="fallback")
+        return None if cluster is None else f"T{cluster.cluster_id}"
+
+    def alive(self, tid: str) -> bool:
+        number = tid[1:] if isinstance(tid, str) else ""
+        return number.isdigit() and int(number) in self._miner.drain.id_to_cluster
+
+    def resolve(self, tid: str) -> str:
+        return tid  # Drain only generalizes a template's text, never merges two
+
+    def text(self, tid: str) -> str:
+        return self._miner.drain.id_to_cluster[int(tid[1:])].get_template()
+
+    def count(self, tid: str) -> int:
+        return self._counts.get(tid, 0)
+
+    def ids(self) -> list[str]:
+        return [f"T{c.cluster_id}" for c in sorted(self._miner.drain.clusters,
+                                                   key=lambda c: c.cluster_id)]
+
+
+def _checked(line: object) -> str:
+    if not isinstance(line, str):
+        raise DiagnoseError(f"a log line must be text (str), not {type(line).__name__}")
+    return line
 
 
 def _miner(config: TemplateConfig) -> Any:
