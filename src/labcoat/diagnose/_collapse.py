@@ -69,7 +69,7 @@ def collapse_ranks(
             group[3] += 1
             if rank is not None:
                 group[4].add(rank)
-    return [RankGroup(text, masked, tid, count, tuple(sorted(ranks)), step, first)
+    return [RankGroup(text, masked, miner.resolve(tid), count, tuple(sorted(ranks)), step, first)
             for text, masked, tid, count, ranks, step, first in groups.values()]
 
 

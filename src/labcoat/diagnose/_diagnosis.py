@@ -354,6 +354,8 @@ def _prepare(lines: Sequence[LogLine | str], config: TemplateConfig | None
         prepared.append(Line(i, rank, sources[i], record.host, step, own, time, record.stream,
                              record.text, body, noise[i], miner.masked(record.text),
                              miner.add(record.text)))
+    for line in prepared:  # a later line may have merged an earlier template
+        line.template = miner.resolve(line.template)
     return prepared, miner
 
 

@@ -89,6 +89,7 @@ def summarize_templates(
         if not isinstance(line, LogLine):
             raise DiagnoseError(f"line {i} is {type(line).__name__}, not a LogLine")
         members.setdefault(miner.add(line.text), []).append(i)
+    members = _merged(members, miner)
     runs_ok = {(line.trial, line.attempt) for line in lines} - failed
     out = []
     for tid, indices in members.items():
@@ -185,3 +186,11 @@ def find_trial(experiment: Experiment, key: str) -> Trial:
 def failed_trials(experiment: Experiment) -> list[Trial]:
     """The experiment's trials whose status is failed, in trial order."""
     return [t for t in experiment.trials if t.status == "failed"]
+
+
+def _merged(members: dict[str, list[int]], miner: Templates) -> dict[str, list[int]]:
+    """`members` keyed by the templates' final ids (a later line may merge two)."""
+    out: dict[str, list[int]] = {}
+    for tid, indices in members.items():
+        out.setdefault(miner.resolve(tid), []).extend(indices)
+    return {tid: sorted(indices) for tid, indices in out.items()}

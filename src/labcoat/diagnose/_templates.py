@@ -14,8 +14,9 @@ Two miners, chosen by `TemplateConfig.method`:
   the most similar template there if at least `sim_th` of the tokens agree.
 
 On the 13 labelled LogHub systems (``benchmarks/loghub.py``, grouping accuracy, Zhu
-et al. 2019) the default scores a mean 0.92 where Drain3's defaults score 0.70;
-on this project's generated training logs both do as well (`benchmarks/README.md`).
+et al. 2019) the default scores a mean 0.96 where Drain3's defaults score 0.70 and
+Drain3 tuned per dataset 0.84; on this project's generated logs it scores 0.93
+(``method="drain"`` 0.95, see `benchmarks/README.md`).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from typing import Any
 
 from labcoat.diagnose._errors import DiagnoseError
 from labcoat.diagnose._masking import mask, strip_header
-from labcoat.diagnose._words import WordMiner
+from labcoat.diagnose._words import WordMiner, tokens_of
 
 # Drain: chosen on benchmarks/diagnose.py's generated logs (depth 5 wins at every sim_th in
 # 0.2-0.5; 0.4 is also Drain3's own default). See benchmarks/README.md.
 DEFAULT_SIM_TH = 0.4
 DEFAULT_DEPTH = 5
-# Words: 4 distinct words make a parameter; 3, 5 and 6 score lower on the LogHub mean.
+# Words: 4 distinct words make a parameter (benchmarks/loghub.py: 4-6 tie on LogHub, 4 is best
+# on the generated training logs of benchmarks/diagnose.py).
 DEFAULT_VARY_AT = 4
 METHODS = ("words", "drain")
 
@@ -181,13 +183,13 @@ class _Words:
         self._miner = WordMiner(config.vary_at, config.max_templates)
 
     def learn(self, content: str) -> str:
-        return f"T{self._miner.add(content.split())}"
+        return f"T{self._miner.add(tokens_of(content))}"
 
     def seen(self, tid: str) -> None:
         self._miner.seen(int(tid[1:]))
 
     def match(self, content: str) -> str | None:
-        number = self._miner.match(content.split())
+        number = self._miner.match(tokens_of(content))
         return None if number is None else f"T{number}"
 
     def alive(self, tid: str) -> bool:

@@ -2,27 +2,32 @@
 
 Drain joins a line to the most similar template of its length when enough tokens
 agree, so two events that differ in one word (``VM Started`` / ``VM Stopped``,
-``Failed to get next element`` / ``Failed to open package``) become one template
-whatever the threshold, while a host name in the first token splits one event
-across leaves of its tree. On the 13 labelled LogHub systems that cost Drain3
-(defaults, no masking) a mean grouping accuracy of 0.70 (``benchmarks/loghub.py``).
+``Failed to get next element`` / ``Failed to internally open package.``) become one
+template at any usable threshold, while a host name in a first token splits one
+event across leaves of its tree. On the 13 labelled LogHub systems Drain3 (its
+defaults, no masking) groups 0.70 of the lines right (``benchmarks/loghub.py``).
 
-Here a masked line (see `mask`) becomes a *signature*: its tokens, with every
-token that holds a placeholder reduced to ``<*>`` (``port <NUM>`` and ``port
-<HEX>`` alike; ``uid=<NUM>`` to ``uid=<*>``, keeping its key) and empty brackets
-``()`` treated as an empty value. Lines with equal signatures are one template:
-constant words never differ inside a template. A word becomes a parameter only by
-statistics over templates (after the "same template, one position differs"
-grouping that LogHub's corrected labels use, Khan et al. 2022): when templates
-that are equal except at one position hold `vary_at` (default 4) or more distinct
-words there, that position is a parameter for all of them and they merge (user
-names in ``Invalid user admin from <IP>``). Event names that come in threes stay
-apart; a fourth distinct word merges them (a trade-off measured in
-``benchmarks/README.md``: 4 beat 3, 5 and 6 on the mean, and on 5 of the 13
-systems every value does the same).
+Here a masked line (see `mask`) becomes a *signature*, one entry per token:
 
-The miner is online: a line's template id is final when `add` returns it *or* is
-later merged into an earlier template, which `resolve` follows.
+- a token holding a placeholder is ``<*>`` (``port <NUM>`` and ``port <HEX>``
+  alike), keeping a leading key (``uid=<NUM>`` is ``uid=<*>``);
+- the value of ``key=value`` is ``<*>`` even without a digit (``backend=nccl``),
+  and so is the value of a line ending in ``key: value``;
+- empty brackets, ``nan`` and ``inf`` are values (``<*>``);
+- a value restated in brackets right after a value is dropped (``1190 bytes
+  (1.16 KB)``, an address and its host name), so lines with and without it agree.
+
+Lines with equal signatures are one template: constant words never differ inside
+a template. A word becomes a parameter only by counting: when templates equal
+except at one position (not a ``key:`` token, and with another constant word in
+the line) hold `vary_at` distinct words there, that position is a parameter for
+them all and they merge (user names in ``Invalid user admin from <IP>``). Event
+names that come in threes stay apart and a fourth distinct word merges them: on
+the LogHub mean 4, 5 and 6 tie (0.958) above 3 and 8, and 4 scores best on this
+project's generated training logs (``benchmarks/README.md``).
+
+The miner is online: a template id `add` returns stays valid, and `resolve` gives
+the earlier template it was merged into, if any.
 """
 
 from __future__ import annotations
@@ -35,27 +40,54 @@ from dataclasses import dataclass, field
 WILD = "<*>"
 _PLACEHOLDER = re.compile(r"<[A-Z]+>")
 _EMPTY = frozenset({"()", "[]", "{}", '""', "''"})
-_KEY = re.compile(r"[A-Za-z_][\w.\-]*[=:]")
+_KEY = re.compile(r"[A-Za-z_][\w\-]*[=:]")
 # "loss nan" is "loss 2.31" with a diverged value (masking keeps the word, so the
 # rank-collapsed view still tells nan from inf).
 _NON_FINITE = frozenset({"nan", "inf", "-inf", "+inf", "infinity", "-infinity"})
 _VALUE_EDGE = ",;:()[]'\""
+_RESTATED = re.compile(r"\((?:<[A-Z]+>)?\)[,.;:]?")
+_HOST = re.compile(r"\((?:[\w\-]+(?:\.[\w\-]+)*|<[A-Z]+>)?\)[,.;:]?")
 
 Signature = tuple[str, ...]
 _Slot = tuple[int, Signature, Signature]  # (position, tokens before it, tokens after it)
 
 
+def tokens_of(content: str) -> list[str]:
+    """The tokens a template is made of: a value restated in brackets right after a
+    value (``<SIZE> (<SIZE>)`` for "1190 bytes (1.16 KB)") is dropped, so a line with
+    the restatement and one without are one template."""
+    tokens = content.split()
+    if "(" not in content:
+        return tokens
+    kept = tokens[:1]
+    for token in tokens[1:]:
+        if not (token[0] == "(" and _restates(kept[-1], token)):
+            kept.append(token)
+        elif token[-1] != ")":
+            kept[-1] += token[-1]  # keep the punctuation that followed it
+    return kept
+
+
+def _restates(value: str, bracketed: str) -> bool:
+    """Whether `bracketed` restates `value`: the same kind of value, nothing, or (after
+    an address) a host name, as in "from 10.0.0.1 (host-10-0-0-1.example.net)"."""
+    if "<IP>" in value:
+        return bool(_HOST.fullmatch(bracketed))
+    kinds = _PLACEHOLDER.findall(bracketed)
+    return bool(_PLACEHOLDER.search(value)) and bool(_RESTATED.fullmatch(bracketed)) and (
+        not kinds or kinds[0] in value)
+
+
 def signature_token(token: str) -> str:
-    """A masked token as a signature compares it: placeholders, empty brackets and
-    nan/inf reduce to ``<*>``, keeping a leading ``key=`` or ``key:``."""
+    """A masked token as a signature compares it (see the module doc)."""
     if token in _EMPTY or (len(token) <= 11 and token.lower().strip(_VALUE_EDGE) in _NON_FINITE):
         return WILD
+    key = _KEY.match(token)
+    if key and key.end() < len(token) and key.group()[-1] == "=":
+        return key.group() + WILD
     if "<" not in token or not _PLACEHOLDER.search(token):
         return token
-    key = _KEY.match(token)
-    if key and not _PLACEHOLDER.search(key.group()):
-        return key.group() + WILD
-    return WILD
+    return key.group() + WILD if key and key.end() < len(token) else WILD
 
 
 @dataclass
@@ -77,6 +109,7 @@ class WordMiner:
         self._parent: dict[int, int] = {}  # merged group -> group it joined
         self._values: dict[_Slot, set[str]] = {}
         self._variable: set[_Slot] = set()
+        self._positions: dict[int, set[int]] = {}  # line length -> positions in _variable
         self._next = 1
 
     def add(self, tokens: list[str]) -> int:
@@ -122,15 +155,19 @@ class WordMiner:
 
     @staticmethod
     def _signature(tokens: list[str]) -> Signature:
-        return tuple(signature_token(t) for t in tokens)
+        signature = [signature_token(t) for t in tokens]
+        if len(tokens) > 1 and _KEY.fullmatch(tokens[-2]) and tokens[-2][-1] == ":":
+            signature[-1] = WILD  # "key: value" ends the line: the value
+        return tuple(signature)
 
     def _generalize(self, signature: Signature) -> Signature:
+        """`signature` with ``<*>`` at every position known to be a parameter."""
         changed = True
         while changed:
             changed = False
-            for slot in _slots(signature):
-                j = slot[0]
-                if slot in self._variable and signature[j] != WILD:
+            for j in self._positions.get(len(signature), ()):
+                if signature[j] != WILD and (j, signature[:j], signature[j + 1:]) \
+                        in self._variable and _slots_at(signature, j):
                     signature = signature[:j] + (WILD,) + signature[j + 1:]
                     changed = True
         return signature
@@ -170,6 +207,7 @@ class WordMiner:
         self._variable.add(slot)
         del self._values[slot]
         j, before, after = slot
+        self._positions.setdefault(len(before) + 1 + len(after), set()).add(j)
         general = before + (WILD,) + after
         signatures = [before + (v,) + after for v in values] + [general]
         numbers = {self.resolve(self._by_signature[s]) for s in signatures
@@ -198,12 +236,13 @@ class WordMiner:
 def _slots(signature: Signature) -> Iterator[_Slot]:
     """Positions a word could vary at: a constant token with another constant beside it
     in the line (a line of placeholders and one word keeps that word)."""
-    constants = sum(t != WILD for t in signature)
-    if constants < 2:
-        return
     for j, token in enumerate(signature):
-        if token != WILD:
+        if token != WILD and not _KEY.fullmatch(token) and _slots_at(signature, j):
             yield j, signature[:j], signature[j + 1:]
+
+
+def _slots_at(signature: Signature, j: int) -> bool:
+    return any(t != WILD for i, t in enumerate(signature) if i != j)
 
 
 def _widen(shape: list[str], tokens: list[str]) -> None:
