@@ -148,7 +148,8 @@ def templates_part(out: Path, loghub: Path | None) -> dict:
         "labcoat defaults (words)": TemplateConfig(),
         "labcoat, no header stripping": TemplateConfig(strip_headers=False),
         "labcoat, method='drain'": TemplateConfig(method="drain"),
-        "Drain3 defaults, no masking": TemplateConfig(sim_th=0.4, depth=4, masking=False,
+        "Drain3 defaults, no masking": TemplateConfig(method="drain", sim_th=0.4, depth=4,
+                                                      masking=False,
                                                       strip_headers=False),
     }
     print("\nheld-out seed-1 data: grouping accuracy, content | raw line")

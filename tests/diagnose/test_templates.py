@@ -59,6 +59,11 @@ def test_merged_templates_keep_their_old_ids_valid():
     assert miner.ids() == ["T1"] and miner.match("Invalid user root from 10.1.1.1") == "T1"
 
 
+def test_drain_settings_alone_choose_drain_as_before():
+    assert TemplateConfig().method == "words"
+    assert TemplateConfig(sim_th=0.5).method == TemplateConfig(depth=4).method == "drain"
+
+
 def test_least_recently_used_templates_are_evicted():
     miner = Templates(TemplateConfig(max_templates=2))
     a = miner.add("alpha beta 1")
@@ -103,6 +108,7 @@ def test_headers_do_not_merge_different_messages():
         ({"sim_th": 0}, "sim_th=0 must be a number in \\(0, 1\\]"),
         ({"method": "brain"}, "method='brain' must be one of words, drain"),
         ({"vary_at": 1}, "vary_at=1 must be an integer >= 2"),
+        ({"method": "words", "sim_th": 0.5}, "sim_th=0.5 set Drain's parse tree"),
         ({"sim_th": 1.5}, "sim_th=1.5"),
         ({"depth": 2}, "depth=2 must be an integer >= 3"),
         ({"max_children": 1}, "max_children=1"),

@@ -44,7 +44,9 @@ METHODS = ("words", "drain")
 class TemplateConfig:
     """Settings of the template miner.
 
-    method: ``"words"`` (default) or ``"drain"`` (Drain3); see the module doc.
+    method: ``"words"`` or ``"drain"`` (Drain3); see the module doc. Default: words,
+        or drain when a Drain setting (sim_th, depth, max_children) is given, as
+        code written before the words miner expects.
     vary_at: (words) distinct words at one position of otherwise equal templates that
         make the position a parameter and merge them. >= 2.
     sim_th: (drain) fraction of a line's tokens that must equal a template's
@@ -60,7 +62,7 @@ class TemplateConfig:
         see `strip_header`) from what is compared; needs `masking`.
     """
 
-    method: str = "words"
+    method: str | None = None
     vary_at: int = DEFAULT_VARY_AT
     sim_th: float = DEFAULT_SIM_TH
     depth: int = DEFAULT_DEPTH
@@ -70,6 +72,14 @@ class TemplateConfig:
     strip_headers: bool = True
 
     def __post_init__(self) -> None:
+        drain_settings = [f"{name}={getattr(self, name)!r}" for name, default in (
+            ("sim_th", DEFAULT_SIM_TH), ("depth", DEFAULT_DEPTH), ("max_children", 100))
+            if getattr(self, name) != default]
+        if self.method is None:
+            object.__setattr__(self, "method", "drain" if drain_settings else "words")
+        elif self.method == "words" and drain_settings:
+            raise DiagnoseError(f"{', '.join(drain_settings)} set Drain's parse tree, which "
+                                "method='words' does not use; pass method='drain' or drop them")
         if self.method not in METHODS:
             raise DiagnoseError(f"method={self.method!r} must be one of {', '.join(METHODS)}")
         if not isinstance(self.vary_at, int) or isinstance(self.vary_at, bool) \
