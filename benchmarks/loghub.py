@@ -36,8 +36,11 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from labcoat.diagnose import TemplateConfig, Templates
-from labcoat.diagnose import _masking  # its line caches, cleared before each timed run
+from labcoat.diagnose import (
+    TemplateConfig,
+    Templates,
+    _masking,  # its line caches, cleared before each timed run
+)
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "loghub"
 # Zhu et al. 2019, Table IV, Drain's grouping accuracy with per-dataset preprocessing.
