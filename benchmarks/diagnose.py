@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).parent / "data"))
 
 import loghub_like  # noqa: E402
 import training_logs  # noqa: E402
+from loghub import grouping_accuracy  # noqa: E402
 
 from labcoat.diagnose import (  # noqa: E402
     AttemptEnd,
@@ -74,23 +75,6 @@ DEPTHS = (3, 4, 5, 6, 7)
 
 
 # --- part 1: templates ------------------------------------------------------------------------
-
-
-def grouping_accuracy(truth: list[str], predicted: list[str]) -> float:
-    """Zhu et al. 2019 (Loghub): the fraction of lines whose predicted group is exactly their
-    true group (same set of lines)."""
-    if len(truth) != len(predicted) or not truth:
-        raise ValueError("truth and predicted must be equally long and non-empty")
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, group in enumerate(predicted):
-        groups[group].append(i)
-    sizes = Counter(truth)
-    correct = 0
-    for members in groups.values():
-        events = {truth[i] for i in members}
-        if len(events) == 1 and sizes[next(iter(events))] == len(members):
-            correct += len(members)
-    return correct / len(truth)
 
 
 def load_loghub(structured: Path) -> tuple[list[str], list[str], list[str] | None]:
