@@ -48,6 +48,21 @@ def test_a_diverged_value_and_a_number_share_a_template():
     assert miner.add("step 3 | loss nan | now what") != ids[0]  # words still differ
 
 
+def test_values_without_digits_are_values_by_their_place():
+    ids = mine_templates([
+        "Successfully started service 'sparkDriver' on port 4040.",
+        "Successfully started service 'NettyBlockTransferService' on port 51234.",
+        "torch.distributed initialized: backend=nccl world_size=4",
+        "torch.distributed initialized: backend=gloo world_size=2",
+        "  precision: bf16", "  precision: 0.5",
+        "connection from 10.1.2.3 (host-10-1-2-3.example.net) at Sun Jul  3 10:05:25 2005",
+        "connection from 10.1.2.4 () at Mon Jul  4 11:00:00 2005",
+        "chrome.exe close, 1190 bytes (1.16 KB) sent, 403 bytes received",
+        "chrome.exe close, 90 bytes sent, 403 bytes received"])
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[4] == ids[5]
+    assert ids[6] == ids[7] and ids[8] == ids[9] and len(set(ids)) == 5
+
+
 def test_merged_templates_keep_their_old_ids_valid():
     miner = Templates()
     first = [miner.add(f"Invalid user {u} from 10.0.0.{i}")
