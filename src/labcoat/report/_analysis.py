@@ -87,6 +87,7 @@ class HypothesisResult:
     comparisons: list[Comparison]
     tasks: list[str]
     bounds: tuple[float, float] | None = None  # the metric's range (see _bounds)
+    diverged: list[tuple[str, str]] = field(default_factory=list)  # (trial, what) not counted
 
 
 @dataclass
@@ -241,6 +242,7 @@ def _analyze(session: Session, experiment: Experiment) -> Analysis:
     results = [_hypothesis_result(session, design, h, arm_names, done)
                for h in design.all_hypotheses]
     family = _adjust_and_judge(results, design)
+    excluded += list(dict.fromkeys(d for r in results for d in r.diverged))
     note = "" if results else "no hypothesis declared: the results are exploratory"
     secondary = {m: _secondary(session, done, m) for m in design.secondary_metrics}
     return Analysis(experiment.name, status, design.control, results, excluded, family,
@@ -252,7 +254,7 @@ def _secondary(session: Session, done: list[Trial], metric: str) -> dict[str, In
     values = store.last_values(session, [t.id for t in done], metric)
     by_arm: dict[str, list[float]] = defaultdict(list)
     for trial in done:
-        if trial.id in values:
+        if trial.id in values and math.isfinite(values[trial.id]):
             by_arm[trial.arm].append(values[trial.id])
     return {arm: stats.mean_interval(v) for arm, v in by_arm.items()}
 
@@ -260,6 +262,7 @@ def _secondary(session: Session, done: list[Trial], metric: str) -> dict[str, In
 def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
                        arm_names: list[str], done: list[Trial]) -> HypothesisResult:
     values, items = _trial_values(session, done, hypothesis)
+    diverged = _non_finite(session, done, hypothesis, values)
     tasks = sorted({task for per_trial in items.values() for task in per_trial})
     by_arm: dict[str, list[Trial]] = defaultdict(list)
     for trial in done:
@@ -271,7 +274,7 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
     control = design.control
     if design.factors is not None:
         comparisons = _factor_effects(design, hypothesis, by_arm, values)
-        return HypothesisResult(hypothesis, control, arms, comparisons, tasks, bounds)
+        return HypothesisResult(hypothesis, control, arms, comparisons, tasks, bounds, diverged)
     variants = [a for a in arm_names if a != control]
     if hypothesis.compare:
         variants = [a for a in variants if a in hypothesis.compare]
@@ -281,7 +284,33 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
         for arm in variants
     ]
     _runs_by_tasks(arms, comparisons, by_arm, items, tasks, hypothesis)
-    return HypothesisResult(hypothesis, control, arms, comparisons, tasks, bounds)
+    return HypothesisResult(hypothesis, control, arms, comparisons, tasks, bounds, diverged)
+
+
+def _non_finite(session: Session, done: list[Trial], hypothesis: Hypothesis,
+                values: dict[int, float]) -> list[tuple[str, str]]:
+    """Trials whose metric went NaN/inf: dropped from `values` when their last value is
+    not finite (a diverged run is data, not a number to average), named either way."""
+    metric = hypothesis.metric
+    first = store.first_non_finite(session, [t.id for t in done], metric) \
+        if hypothesis.source == "scalar" else {}
+    out = []
+    for trial in done:
+        value = values.get(trial.id)
+        if value is not None and not math.isfinite(value):
+            del values[trial.id]
+            since = f" from step {first[trial.id]}" if trial.id in first else ""
+            out.append((trial.key, f"diverged: {metric} is {_word(value)}{since}; not "
+                                   f"counted for {metric}"))
+        elif trial.id in first:
+            warnings.warn(f"{trial.key}: {metric} was NaN/inf at step {first[trial.id]} and "
+                          "finite again by the end; counted, but check that run",
+                          StatsWarning, stacklevel=2)
+    return out
+
+
+def _word(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("+inf" if value > 0 else "-inf")
 
 
 def _factor_effects(design: Design, hypothesis: Hypothesis, by_arm: dict[str, list[Trial]],

@@ -173,6 +173,8 @@ class _Renderer:
             out.append(f"<p class='muted'>Family of the verdicts: {escape(a.family)}</p>")
         for message in a.warnings:
             out.append(f"<p class='warning'>warning: {escape(message)}</p>")
+        for key, why in a.excluded:
+            out.append(f"<p class='muted'>not counted: {escape(key)} - {escape(why)}</p>")
         for variant, s in a.sequential.items():
             out.append(f"<p>sequential (anytime-valid, pre-registered): {escape(variant)} - "
                        f"{escape(str(s['decision']))} after {s['n']} seeds per arm, "
