@@ -23,7 +23,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-SCENARIOS = ("clean", "drift", "unsynced", "straggler")
+SCENARIOS = ("clean", "drift", "unsynced", "straggler", "jitter")
 STEPS = 10
 ONSET = 5
 
@@ -44,6 +44,8 @@ def worker(rank: int, world: int, port: int, out: Path) -> None:
         for step in range(1, STEPS + 1):
             if scenario == "straggler" and rank == 1:
                 time.sleep(0.1)  # e.g. a slow data loader on one host (far above load noise)
+            if scenario == "jitter" and rank == 1:
+                time.sleep(0.005)  # many times a ~1 ms step, but under the 20 ms floor: noise
             seq = torch.randint(0, 20, (8, 8), generator=data)
             loss = F.cross_entropy(model(seq[:, :-1]).flatten(0, 1), seq[:, 1:].flatten())
             opt.zero_grad()
@@ -91,6 +93,7 @@ def test_replicas_two_ranks_gloo(tmp_path: Path) -> None:
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for rank, results in enumerate(ranks):
         assert results["clean"] == [], (rank, results["clean"])
+        assert results["jitter"] == [], (rank, results["jitter"])
         drift = [a for a in results["drift"] if a["rule"] == "dist.param_drift"]
         assert [a["step"] for a in drift] == [ONSET + 1], results["drift"]
         assert {a["rule"] for a in results["drift"]} == {"dist.param_drift"}

@@ -12,8 +12,10 @@ than one rank:
                                    that averaged over the wrong group)
     dist.straggler       warning   a rank's own work (data loading + forward, measured up to
                                    the end of its forward, before any gradient sync) takes
-                                   ``straggler_ratio`` times the other ranks', in the median
-                                   of the last 5 checks (the first 2 checks excluded)
+                                   ``straggler_ratio`` times the other ranks', and at least
+                                   20 ms more, in the median of the last 5 checks (the first
+                                   2 checks excluded; the floor keeps sub-millisecond timer
+                                   and scheduler noise of fast steps from counting)
 
 Every ``distributed_every`` steps each rank contributes, in one
 ``all_gather`` from the optimizer's pre-step hook, the exact integer checksum
@@ -39,6 +41,8 @@ from labcoat.torch._measure import Transfer, checksums
 
 STRAGGLER_CHECKS = 5  # work times kept per rank; a straggler is slow in the median of them
 WARMUP_CHECKS = 2  # checks not used for stragglers
+STRAGGLER_FLOOR_S = 0.02  # ... and a straggler is this many seconds slower per step (the
+# runner's floor for rank stragglers, runner/_ranks.py: timer and load noise)
 
 class Distributed(Check):
     """Replica agreement and stragglers, checked with one all_gather every N steps."""
@@ -153,7 +157,8 @@ class Distributed(Check):
         ratio = self.ctx.config.straggler_ratio
         for r in range(self.world):
             others = float(np.median(np.delete(medians, r)))
-            if others > 0 and medians[r] > ratio * others:
+            if (others > 0 and medians[r] > ratio * others
+                    and medians[r] - others > STRAGGLER_FLOOR_S):
                 self.ctx.alert(
                     "dist.straggler", "warning",
                     f"rank {r} spends {medians[r] * 1e3:.1f} ms per step on its own work (data + "

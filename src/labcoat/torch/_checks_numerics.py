@@ -6,7 +6,9 @@ Rules (family ``numerics``):
     nonfinite.grad             critical  NaN/Inf in a gradient, caught before the update
     nonfinite.param            critical  NaN/Inf in a parameter after the update
     nonfinite.optimizer_state  critical  NaN/Inf in optimizer state (e.g. Adam moments)
-    loss.spike                 warning   loss far above its recent median
+    loss.spike                 warning   loss far above its recent median (robust z, with a
+                                         scale of at least 5% of the run's starting loss
+                                         level: a loss near zero has no spread to speak of)
     loss.divergence            warning   loss climbing for many steps
     grad_norm.explosion        warning   gradient norm far above its recent history, for 2
                                          measurements, or the median of the last 8 at least
@@ -40,6 +42,7 @@ from labcoat.torch._robust import MAD_TO_SIGMA, RobustWindow
 
 LEVEL_RUN = 8  # measured gradient norms whose median is compared with the window's
 LEVEL_JUMP = 4.0  # ... and the factor above it that is a sustained jump
+SPIKE_FLOOR = 0.05  # a loss spike's scale is at least 5% of the starting loss level
 SHORT = 10  # losses in the short median that divergence compares against its own past minimum
 
 
@@ -79,6 +82,7 @@ class Numerics(Check):
         self.previous_norm: float | None = None
         self.level: list[float] = []  # log gradient norms since the last level comparison
         self.records = 0
+        self.loss_level = 0.0  # median of the first min_history losses judged (spike floor)
         self.sigma = 0.0  # per-step loss noise (divergence)
 
     # --- gradients and parameters ----------------------------------------------------------------
@@ -219,7 +223,13 @@ class Numerics(Check):
         self.records += 1
         if len(self.loss) >= cfg.min_history:
             median, below, above = self.loss.baseline()
-            z = (loss - median) / (above if loss >= median else below)
+            if not self.loss_level:
+                self.loss_level = abs(median)
+            # a loss near zero has a near-zero spread, so a normal hard batch (0.13 against a
+            # median 0.0019) would be tens of scales away: the scale is at least a share of
+            # the loss level the run started from
+            floor = SPIKE_FLOOR * self.loss_level
+            z = (loss - median) / max(above if loss >= median else below, floor)
             if z > cfg.spike_z:
                 self.ctx.alert(
                     "loss.spike", "warning",

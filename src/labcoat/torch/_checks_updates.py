@@ -1,7 +1,8 @@
 """Update integrity: does every optimizer step update what it should, with the intended lr?
 
 Rules (family ``updates``). The ``update.*`` rules and ``trainable.unfrozen``
-are judged at check steps (every ``check_every`` steps), the others at every step:
+are judged at check steps (every ``check_every`` steps), the others at every full step
+(every ``grad_norm_every`` steps and near check steps, see `_guard`):
 
     update.skipped            error     optimizer.step() ran with gradients but changed nothing
     update.param_unchanged    error     a parameter with a gradient was not touched by the step
@@ -10,7 +11,11 @@ are judged at check steps (every ``check_every`` steps), the others at every ste
     update.corrupted          critical  weights changed between steps with no write at all
     update.norm_jump          error     a weight's norm changed between two check steps far
                                         beyond its own history of changes (robust z >
-                                        spike_z, and at least 2x): rescaled, overwritten
+                                        spike_z, and at least 2x): rescaled, overwritten;
+                                        from the second check step on, with no history, a
+                                        growth of HUGE_JUMP x to an RMS above HUGE_RMS (one
+                                        corruption: a weight scaled by 1e6, an exponent bit
+                                        flipped)
     optimizer.missing_param   error     a parameter gets gradients but is in no param group
                                         (parameters the model gains after watch() count:
                                         the table is refreshed at check steps)
@@ -19,7 +24,7 @@ are judged at check steps (every ``check_every`` steps), the others at every ste
     trainable.frozen          error     a trainable (or declared trainable) parameter is frozen
     trainable.unfrozen        error     a declared-frozen parameter changed
     grad.missing              error     parameters that had a gradient at every step so far
-                                        (learned over FED_CHECKS check steps) get none, or an
+                                        (learned over FED_STEPS full steps) get none, or an
                                         all-zero one: detached from the loss (a .detach(), a
                                         no_grad block, a skipped module) or zero_grad() between
                                         backward and step
@@ -64,10 +69,16 @@ from labcoat.torch._robust import MAD_TO_SIGMA
 
 LEARN_STEPS = 3  # steps that fix learned cadences (backward passes per step, scheduler steps)
 NORM_RTOL = 1e-6  # norms closer than this are "unchanged" (rounding of a re-run reduction)
-FED_CHECKS = 5  # check steps in which a parameter must have had a gradient (grad.missing)
+FED_CHECKS = 5  # check steps in which a parameter must have had a gradient (grad.missing),
+FED_STEPS = 8  # ... or full steps, whichever come first (~step 20 by default, not ~84: a bug
+# from step 30 or soon after a resume is judged; a parameter used now and then drops out)
 JUMP_CHECKS = 20  # check intervals of |log norm ratio| kept per parameter (update.norm_jump)
 JUMP_FLOOR = 0.1  # floor of the robust scale of those ratios, in log units (10%)
 JUMP_MIN = math.log(2)  # and a jump is at least a factor 2, whatever the history
+HUGE_JUMP = math.log(100.0)  # a norm grown 100x between two check steps ...
+HUGE_RMS = 10.0  # ... to a root-mean-square value above 10: no optimizer step does both
+# (weights of trained nets sit at RMS ~0.01-1; a zero-initialized bias can grow 100x, but
+# not to 10), so it is judged with no history at all
 LOST_CHECKS = 3  # check steps running with bit-equal norms before update.lost
 
 
@@ -105,7 +116,7 @@ class Updates(Check):
         "lr.scheduler_stalled": "scheduler.step() no longer called each step: lr stuck",
     }
 
-    periodic = frozenset({"queue_pre", "queue_post", "on_post_step"})
+    periodic = frozenset({"queue_pre", "queue_post"})
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -125,6 +136,8 @@ class Updates(Check):
         self.lr_ratios: list[float] | None = None
         self.sched_epochs: list[tuple[int, int]] = []  # (step, scheduler.last_epoch) judged
         self.counter: tuple[int, float, int] | None = None  # (param, step count, after step)
+        self.count_pre: tuple[int, float | None, int] | None = None  # (param, count, step)
+        # before the update of the step in progress
         self.count_seen: tuple[int, float] | None = None  # (param, step count) at the last judged
         # step, before its update
         self.state_size = 0
@@ -132,6 +145,7 @@ class Updates(Check):
         self.checksum_prev: np.ndarray | None = None
         self.fed: np.ndarray | None = None  # a non-zero gradient at every check step so far
         self.fed_checks = 0
+        self.fed_steps = 0
         self.fed_count = 0  # how many: fewer gradients at a step means some went missing
         self.jump_norms: np.ndarray | None = None  # parameter norms at the last check step
         self.jump_step = 0  # ... and its number
@@ -180,7 +194,7 @@ class Updates(Check):
         if step.requires_grad != self.last_rg:
             self._trainability(step)
             self.last_rg = step.requires_grad
-        if step.check or step.grad_count < self.fed_count:
+        if step.check or step.grad_count < self.fed_count or self.fed_steps < FED_STEPS:
             self._missing_grads(step)
         self._reset_and_accumulation(step)
         self._learning_rate(step)
@@ -230,8 +244,13 @@ class Updates(Check):
                 "norm_before": before[idx].tolist(), "norm_after": after[idx].tolist()}
 
     def _trainability(self, step: Step) -> None:
+        """A parameter frozen after the first judged step is a bug; one frozen between
+        watch() and that step (mmcv/mmpretrain freeze stages in a hook before training) is
+        the loop's intent."""
         params = self.ctx.params
         rg = np.array(step.requires_grad)
+        if self.prev is None and self.last_rg is None and self.ctx.steps_seen == 0:
+            self.initially_trainable &= rg
         froze = (params.judged & self.initially_trainable & ~rg & params.in_optimizer
                  & ~self.declared_frozen)
         if froze.any():
@@ -246,7 +265,8 @@ class Updates(Check):
                                      "the optimizer")
 
     def _missing_grads(self, step: Step) -> None:
-        """grad.missing: learned over the first FED_CHECKS check steps, then judged at check
+        """grad.missing: learned over the first FED_STEPS full steps (FED_CHECKS check steps if
+        they come first), then judged at check
         steps (gradient norms: absent or all zero) and at any step with fewer gradients than
         the parameters that always had one (absent)."""
         params = self.ctx.params
@@ -254,10 +274,12 @@ class Updates(Check):
             self.fed = np.append(self.fed, np.zeros(len(params) - len(self.fed), bool))  # fed
         has = step.has_grad if step.check else np.fromiter(
             (g is not None for g in step.grads), bool, len(step.grads))
-        if self.fed_checks < FED_CHECKS:  # learning: parameters used now and then drop out
-            self.fed = has.copy() if self.fed is None else self.fed & has
-            self.fed_checks += step.check
-            self.fed_count = int(self.fed.sum()) if self.fed_checks == FED_CHECKS else 0
+        if self.fed_checks < FED_CHECKS and self.fed_steps < FED_STEPS:  # learning: parameters
+            self.fed = has.copy() if self.fed is None else self.fed & has  # used now and then
+            self.fed_checks += step.check  # drop out
+            self.fed_steps += 1
+            learned = self.fed_checks == FED_CHECKS or self.fed_steps == FED_STEPS
+            self.fed_count = int(self.fed.sum()) if learned else 0
             return
         assert self.fed is not None
         eligible = np.array(step.requires_grad) & params.judged & params.in_optimizer
@@ -376,12 +398,14 @@ class Updates(Check):
                 "moments and bias correction restart: a silent lr spike)",
                 step=step.number, evidence={"before": self.state_size, "after": size})
         self.state_size = size
-        if self.counter is not None and self.counter[2] == step.number - 1:
-            i, after, _ = self.counter
+        if self.counter is not None and self.counter[2] < step.number:
+            i, after, seen = self.counter  # light steps between may each add one (or none:
+            gap = step.number - 1 - seen  # a step without this gradient), never more
             now = _step_counter(optimizer, self.ctx.params.tensors[i])
-            if now is not None and now != after:
+            if now is not None and (now > after + gap or (not gap and now != after)):
                 self._counter_alert(step.number, i, after, now, "between steps")
         self._counter_back(step)
+        self._counter_before(step)
 
     def _counter_back(self, step: Step) -> None:
         """A step counter never goes down: one that did was reset since the last judged step
@@ -411,7 +435,10 @@ class Updates(Check):
             xfer.add("updates.checksum_post", checksums(self.ctx.params.tensors))
 
     def on_post_step(self, step: Step) -> None:
+        """Every full step (cheap: one state lookup); the update checks at check steps."""
         self._counter_after(step)
+        if not (step.check or step.versions_post):  # far from a check step: nothing measured
+            return
         self.checksum_prev = step.values.get("updates.checksum_post")
         self.prev = step
         if step.check:
@@ -457,6 +484,7 @@ class Updates(Check):
         ratio = np.ones(len(norms))
         np.divide(norms, last, out=ratio, where=ok)
         np.log(ratio, out=ratio)
+        self._huge_jumps(step, ratio, norms, since)
         np.abs(ratio, out=ratio)
         # only a ratio above JUMP_MIN can be a jump: the history's median and MAD (the costly
         # part, on the training step's cold caches) are computed only when one is
@@ -478,6 +506,24 @@ class Updates(Check):
                                          "overwritten or reloaded, or a blown-up update")
                 ratio = np.where(jumped, median, ratio)  # a jump must not become the norm
         self.jumps.append(ratio)
+
+    def _huge_jumps(self, step: Step, ratio: np.ndarray, norms: np.ndarray, since: int) -> None:
+        """Check step: a weight grown HUGE_JUMP x to an RMS above HUGE_RMS since the last check
+        step, judged without history (a one-shot corruption right after watch() or a resume)."""
+        if not (ratio > HUGE_JUMP).any():
+            return
+        numel = np.fromiter((t.numel() for t in self.ctx.params.tensors), float,
+                            len(norms))  # only now: a ratio this large is rare
+        jumped = (self.ctx.params.judged & (ratio > HUGE_JUMP)
+                  & (norms > HUGE_RMS * np.sqrt(np.maximum(numel, 1))))
+        if jumped.any():
+            factors = np.exp(ratio[jumped])
+            self._once("update.norm_jump", "error", jumped, step.number,
+                       lambda names: f"the norm of {names} changed {factors.max():.3g}x between "
+                                     f"check steps {since} and {step.number}, to a "
+                                     f"root-mean-square value above {HUGE_RMS:g}: weights "
+                                     "scaled or corrupted (a flipped exponent bit), or a "
+                                     "blown-up update")
 
     def _check_values(self, step: Step, frozen_moved: list[int]) -> None:
         """Check step: did the values move as the version counters say?"""
@@ -507,23 +553,28 @@ class Updates(Check):
                                      "updates below the dtype's resolution (low-precision "
                                      "weights, tiny lr, weights grown huge)")
 
-    def _counter_after(self, step: Step) -> None:
-        """Near check steps: one parameter's step counter must grow by one per step."""
-        optimizer = self.ctx.optimizer
+    def _counter_before(self, step: Step) -> None:
+        """Every full step: one parameter's step counter before the update (None: no state)."""
         grads = step.grads
-        if self.counter is not None and self.counter[2] == step.number - 1:
-            i, before, _ = self.counter
-            now = _step_counter(optimizer, self.ctx.params.tensors[i])
-            if now is not None and grads[i] is not None and now != before + 1:
-                self._counter_alert(step.number, i, before, now, "in one optimizer step")
-            if now is not None:
-                self.counter = (i, now, step.number)
-                return
-        for i in self.watched:
-            if grads[i] is not None:
-                now = _step_counter(optimizer, self.ctx.params.tensors[i])
-                self.counter = None if now is None else (i, now, step.number)
-                return
+        i = self.counter[0] if self.counter is not None else None
+        if i is None or i >= len(grads) or grads[i] is None:
+            i = next((j for j in self.watched if grads[j] is not None), None)
+        self.count_pre = None if i is None else (
+            i, _step_counter(self.ctx.optimizer, self.ctx.params.tensors[i]), step.number)
+
+    def _counter_after(self, step: Step) -> None:
+        """Every full step: the counter read before the update must have grown by one (an
+        optimizer stepped twice, a state restored or overwritten inside the step)."""
+        pre, self.count_pre = self.count_pre, None
+        if pre is None or pre[2] != step.number:
+            return
+        i, before, _ = pre
+        now = _step_counter(self.ctx.optimizer, self.ctx.params.tensors[i])
+        if now is None:
+            return
+        if before is not None and now != before + 1:
+            self._counter_alert(step.number, i, before, now, "in one optimizer step")
+        self.counter = (i, now, step.number)
 
     # --- helpers ---------------------------------------------------------------------------------
 
