@@ -1,6 +1,6 @@
 """The database: models, migrations, queries. The only code in labcoat that speaks SQL."""
 
-from labcoat.store._db import Store, migrate, open_store
+from labcoat.store._db import Store, migrate, open_store, unreadable
 from labcoat.store._imports import IMPORTED_HASH, record_import
 from labcoat.store._locks import experiment_lock
 from labcoat.store._models import (
@@ -97,6 +97,7 @@ __all__ = [
     "record_provenance",
     "record_import",
     "open_store",
+    "unreadable",
     "start_attempt",
     "upsert_checkpoints",
     "upsert_eval_items",

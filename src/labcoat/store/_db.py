@@ -7,13 +7,14 @@ import json
 import math
 import os
 import socket
+import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labcoat import environment
@@ -56,6 +57,7 @@ def open_store(url: str | None = None) -> Store:
         )
     if backend == "sqlite" and parsed.database not in (None, "", ":memory:"):
         _prepare_sqlite_path(Path(parsed.database))
+        _check_sqlite_file(Path(parsed.database), _shown(parsed))
     try:
         engine = create_engine(parsed, **_engine_options(backend))
     except ImportError as e:
@@ -72,7 +74,19 @@ def open_store(url: str | None = None) -> Store:
         raise LabcoatError(
             f"cannot open the database at {_shown(parsed)}: {e.orig}. {_HINT}"
         ) from None
+    except DatabaseError as e:
+        engine.dispose()
+        raise LabcoatError(unreadable(_shown(parsed), e)) from None
     return Store(engine)
+
+
+def unreadable(where: str, error: Exception) -> str:
+    """The one line for a store file that is corrupt or not a database at all."""
+    reason = getattr(error, "orig", None) or error
+    return (f"the database at {where} cannot be read ({reason}): it is damaged or not a "
+            "labcoat store. labcoat has not changed it. Move it aside and restore a backup "
+            "(or try `sqlite3 FILE .recover`), or point LABCOAT_HOME / LABCOAT_DB elsewhere "
+            "to start a new store")
 
 
 _HINT = "Set LABCOAT_HOME to a writable directory or LABCOAT_DB to a reachable database URL."
@@ -93,6 +107,28 @@ def _prepare_sqlite_path(path: Path) -> None:
     target = path if path.exists() else directory
     if not os.access(target, os.W_OK):
         raise LabcoatError(f"the database {path} is not writable (permission denied). {_HINT}")
+
+
+def _check_sqlite_file(path: Path, where: str) -> None:
+    """Read an existing file without writing to it (opening it for the store would switch
+    it to WAL): refuse a damaged file, or someone else's database."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            tables = [r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except sqlite3.DatabaseError as e:
+        raise LabcoatError(unreadable(where, e)) from None
+    if tables and "alembic_version" not in tables:
+        raise LabcoatError(_foreign(where, tables))
+
+
+def _foreign(where: str, tables: list[str]) -> str:
+    shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+    return (f"the database at {where} already holds tables that are not a labcoat store "
+            f"({shown}); labcoat has not changed it. Point LABCOAT_HOME or LABCOAT_DB at a "
+            "new file or an empty database")
 
 
 def _engine_options(backend: str) -> dict:
@@ -154,8 +190,11 @@ def migrate(engine: Engine) -> None:
             # Runners starting together on a fresh database would each create the tables;
             # the first migrates while the others wait, then find the schema current.
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
-        if _current_revision(connection) == head:
+        current = _current_revision(connection)
+        if current == head:
             return
+        if current is None:
+            _refuse_foreign(connection)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 
@@ -176,6 +215,13 @@ def sqlite_migration_lock(database: str | None) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _refuse_foreign(connection) -> None:
+    """A database with tables but no labcoat schema is someone else's: never add ours."""
+    tables = inspect(connection).get_table_names()
+    if tables:
+        raise LabcoatError(_foreign(_shown(connection.engine.url), tables))
 
 
 def _current_revision(connection) -> str | None:
