@@ -212,3 +212,51 @@ def test_a_real_spike_near_zero_loss_is_a_spike() -> None:
     loop.train_step(loss_value=1.0)  # a third of the initial loss
     loop.guard.close()
     assert loop.alerts("loss.spike") == [201]
+
+
+# --- labels collapsed to one class ---------------------------------------------------------
+
+
+def classify(steps: int, *, pretrain: int = 0, onset: int | None = None, classes: int = 5,
+             weights: list[float] | None = None, size: int = 32) -> Guard:
+    """A linear classifier on random features; from `onset` on every label is class 0."""
+    torch.manual_seed(0)
+    model = nn.Linear(16, classes)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(0)
+    probs = torch.tensor(weights or [1.0] * classes)
+    guard: Guard | None = None
+    for step in range(1, pretrain + steps + 1):
+        if step == pretrain + 1:
+            guard = watch(model, opt, start_step=pretrain)
+        x = torch.randn(size, 16, generator=gen)
+        y = torch.multinomial(probs, size, replacement=True, generator=gen)
+        if onset is not None and step >= onset:
+            y = torch.zeros_like(y)
+        loss = F.cross_entropy(model(x), y)
+        if guard is not None:
+            guard.record(batch=(x, y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if guard is not None:
+            guard.record(loss=loss.item())
+    assert guard is not None
+    return guard
+
+
+@pytest.mark.parametrize(("pretrain", "onset"), ONSETS)
+def test_labels_collapsed_to_one_class_are_caught_at_the_next_check_step(
+        pretrain: int, onset: int) -> None:
+    guard = classify(onset - pretrain + 25, pretrain=pretrain, onset=onset)
+    caught = [a.step for a in guard.alerts if a.rule == "data.label_collapse"]
+    next_check = next(n for n in range(onset, onset + 25) if n % 21 == 0)
+    assert caught and caught[0] == next_check, [str(a) for a in guard.alerts]
+
+
+@pytest.mark.parametrize(("weights", "size"), [(None, 32), ([0.9, 0.1], 8), ([0.97, 0.03], 64)])
+def test_one_class_batches_of_imbalanced_labels_are_not_a_collapse(
+        weights: list[float] | None, size: int) -> None:
+    """A batch of 8 labels at 90% / 10% is all class 0 nearly half the time: plausible."""
+    guard = classify(200, classes=len(weights or [0] * 5), weights=weights, size=size)
+    assert [str(a) for a in guard.alerts if a.rule == "data.label_collapse"] == []

@@ -56,7 +56,8 @@ Checks (rules and the bugs they catch are in each module's doc):
 ``_checks_numerics`` (NaN/Inf, loss spikes, gradient-norm explosion),
 ``_checks_updates`` (frozen layers, missing zero_grad, lr, optimizer state),
 ``_checks_modes`` (dropout/batch-norm mode), ``_checks_data`` (repeated
-batches, token ids, labels, eval leakage), ``_checks_model`` (causality probe,
+batches, token ids, labels, eval leakage), ``_checks_labels`` (labels collapsed to one
+class), ``_checks_model`` (causality probe,
 recomputation for silent data corruption), ``_checks_distributed`` (replica
 drift, gradient sync, stragglers) and ``_invariants`` (relations learned from
 clean reference runs).
@@ -92,6 +93,7 @@ from labcoat.sdk import Run
 from labcoat.torch._alerts import SEVERITIES, Alert, GuardError, GuardStop, at_least
 from labcoat.torch._checks_data import Data
 from labcoat.torch._checks_distributed import Distributed
+from labcoat.torch._checks_labels import Labels
 from labcoat.torch._checks_model import Causality, Recompute
 from labcoat.torch._checks_modes import Modes
 from labcoat.torch._checks_numerics import Numerics
@@ -101,7 +103,7 @@ from labcoat.torch._guard_config import GuardConfig
 from labcoat.torch._invariants import Invariants
 from labcoat.torch._measure import Transfer
 
-CHECKS: tuple[type[Check], ...] = (Numerics, Updates, Modes, Data, Causality, Recompute,
+CHECKS: tuple[type[Check], ...] = (Numerics, Updates, Modes, Data, Labels, Causality, Recompute,
                                    Distributed, Invariants)
 _LIGHT = Step(0, False, [], 0, [])  # stands for a light step between the step hooks
 _LIGHT_FORWARD = Forward(0, True, None)  # ... and for its training forwards
