@@ -497,8 +497,14 @@ def demo(
                                                    "smoke run)", min=1)] = None,
 ) -> None:
     """Run the example experiment in a temporary home and print its report."""
+    from importlib.util import find_spec
+
     from labcoat.runner import run_design
 
+    if find_spec("torch") is None:  # tinylm is a PyTorch model: say so before six trials fail
+        raise LabcoatError("labcoat demo trains tinylm, a PyTorch model, and torch is not "
+                           "installed here: pip install torch==2.13.0 (the CPU wheel), or "
+                           "pip install 'labcoat[torch]', then run labcoat demo again")
     home = Path(tempfile.mkdtemp(prefix="labcoat-demo-"))
     os.environ["LABCOAT_HOME"] = str(home)
     os.environ.pop("LABCOAT_DB", None)
@@ -515,6 +521,8 @@ def demo(
     report(summary.experiment)
     console.print(f"\n[dim]Results stay in {escape(str(home))}; explore them with "
                   f"LABCOAT_HOME={escape(str(home))} labcoat show {summary.experiment}[/]")
+    if summary.failed:
+        raise typer.Exit(1)  # the example should never fail: a non-zero status says it did
 
 
 # --- reproduce: provenance, rerun, replay (labcoat.runner._rerun / _replay) -----------------
