@@ -284,7 +284,24 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
         for arm in variants
     ]
     _runs_by_tasks(arms, comparisons, by_arm, items, tasks, hypothesis)
+    missing = _never_logged(session, done, hypothesis) if done and not values else ""
+    for comparison in comparisons:
+        if missing and comparison.seeds is None:
+            comparison.reason = missing
     return HypothesisResult(hypothesis, control, arms, comparisons, tasks, bounds, diverged)
+
+
+def _never_logged(session: Session, done: list[Trial], hypothesis: Hypothesis) -> str:
+    """Why no finished trial has a value: the metric was never logged (and what was)."""
+    if hypothesis.source == "items":
+        return (f"none of the {len(done)} finished trials logged per-item scores "
+                "(run.log_items), which source: items judges; log them, or use source: "
+                "scalar with a metric the script logs")
+    logged = store.metric_names(session, [t.id for t in done])
+    shown = ", ".join(logged[:8]) + (", ..." if len(logged) > 8 else "") if logged else "none"
+    return (f"metric {hypothesis.metric!r} was never logged by the {len(done)} finished "
+            f"trials (they logged: {shown}); fix the hypothesis' metric or the script's "
+            "run.log")
 
 
 def _non_finite(session: Session, done: list[Trial], hypothesis: Hypothesis,

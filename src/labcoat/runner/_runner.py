@@ -418,6 +418,9 @@ class _Loop:
         job.row.status, job.row.ended = "done", time.time()
         self.summary.done.append(job.trial.key)
         self.display.say(job.trial.key, "done")
+        if len(self.summary.done) == 1:  # the first to finish: is the judged metric there?
+            for message in never_logged(self.session, self.experiment, job.trial):
+                self.display.say(job.trial.key, message)
 
     def _fail(
         self,
@@ -600,3 +603,25 @@ def _stop_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def never_logged(session: Session, experiment: Experiment, trial: Trial) -> list[str]:
+    """Warnings for hypotheses whose metric a finished trial never logged: said at the first
+    finished trial, not after the last one in the report."""
+    if not experiment.design_yaml:
+        return []
+    design = spec.parse_design(experiment.design_yaml, f"design of {experiment.name}")
+    out = []
+    for h in design.all_hypotheses:
+        values, _ = store.primary_values(session, [trial], source=h.source, metric=h.metric)
+        if trial.id in values:
+            continue
+        if h.source == "items":
+            out.append(f"warning: finished without per-item scores (run.log_items), which "
+                       f"the hypothesis on {h.metric!r} (source: items) is judged on")
+        else:
+            logged = store.metric_names(session, [trial.id])
+            out.append(f"warning: finished without logging {h.metric!r}, the hypothesis' "
+                       f"metric (it logged: {', '.join(logged[:8]) or 'nothing'}); the report "
+                       "will have nothing to judge")
+    return out
