@@ -170,3 +170,20 @@ def test_generalization_rejects_invalid_input(per_task: dict, kwargs: dict, matc
     arguments = {"smallest_effect": 0.01} | kwargs
     with pytest.raises(ValueError, match=match):
         generalization(per_task, **arguments)
+
+
+def test_one_task_carrying_a_heterogeneous_pool_is_not_broad():
+    # 1 win, 0 losses, 9 ties with I^2 ~ 86%: the pooled CI excludes 0 because one task
+    # moved a lot; Cochran's Q (recomputed here, scipy's chi2) rejects equal effects.
+    per_task = {"t0": _diff(0.1, 0.01)} | {f"t{i}": _diff(0.015, 0.01) for i in range(1, 10)}
+    g = generalization(per_task, direction="increase", smallest_effect=None, tau2_method="dl")
+    estimates = np.array([d.estimate for d in per_task.values()])
+    weights = 1 / np.array([d.se**2 for d in per_task.values()])
+    q = float(np.sum(weights * (estimates - np.average(estimates, weights=weights)) ** 2))
+    assert g.pooled.q == pytest.approx(q) and stats.chi2.sf(q, 9) < 0.05
+    assert (len(g.wins), len(g.losses), len(g.ties)) == (1, 0, 9) and g.pooled.i2 > 0.8
+    assert g.pooled.low > 0  # the pooled effect alone would say "helps"
+    assert g.verdict == "helps some tasks" and "only 1 of 10 tasks win" in g.reason
+    shared = {f"t{i}": _diff(0.03 + 0.002 * i, 0.01) for i in range(10)}  # homogeneous
+    assert generalization(shared, direction="increase", smallest_effect=None).verdict \
+        == "helps broadly"

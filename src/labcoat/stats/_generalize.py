@@ -41,7 +41,10 @@ class Generalization:
       CI excludes 0 with s * effect > 0, a loss when it excludes 0 with
       s * effect < 0, a tie otherwise; the pooled effect helps (hurts) when its
       CI excludes 0 with s * estimate > 0 (< 0)):
-      1. "helps broadly": the pooled effect helps and no task is a loss.
+      1. "helps broadly": the pooled effect helps, no task is a loss, and the
+         effect is shared: at least half the tasks win, or Cochran's Q does not
+         reject equal effects at alpha (else "helps some tasks": one task with a
+         large effect can move a random-effects mean while the rest tie).
       2. "helps some tasks and hurts others": (a win or the pooled effect helps)
          and (a loss or the pooled effect hurts).
       3. "hurts": a loss or the pooled effect hurts, and no win.
@@ -150,8 +153,14 @@ def generalization(
     power = None if smallest_effect is None else z_power(smallest_effect, pooled.se, alpha)
     helps = pooled.excludes_zero() and s * pooled.estimate > 0
     hurts = pooled.excludes_zero() and s * pooled.estimate < 0
+    shared = 2 * len(wins) >= len(names) or not pooled.q_p_value < alpha
     verdict, reason = _verdict(helps, hurts, bool(wins), bool(losses), pooled, power,
                                smallest_effect)
+    if verdict == "helps broadly" and not shared:
+        verdict = "helps some tasks"
+        reason = (f"the pooled effect helps, but only {len(wins)} of {len(names)} tasks win "
+                  f"and the effects differ by task (I^2={100 * pooled.i2:.0f}%, Q p="
+                  f"{pooled.q_p_value:.2g})")
     return Generalization(verdict, reason, adjusted, wins, losses, ties, pooled, power,
                           smallest_effect, alpha, method, direction)
 
