@@ -277,3 +277,15 @@ def test_verdict_rejects_every_bad_smallest_effect(case: str) -> None:
         d = diff(0.3, 0.05)
     with pytest.raises(ValueError, match="smallest_effect"):
         verdict(d, **args)
+
+
+def test_no_seed_to_seed_variation_is_not_evidence():
+    # t = d / 0: scipy says t=inf, p=0 as ours does; that is arithmetic, not evidence, so
+    # the verdict must not call it supported, and a warning must say why
+    with pytest.warns(stats.StatsWarning, match="no seed-to-seed variation"):
+        diff = stats.welch([1.0] * 5, [2.0] * 5)
+    assert sps.ttest_ind([2.0] * 5, [1.0] * 5, equal_var=False).pvalue == diff.p_value == 0
+    assert verdict(diff).decision == "inconclusive"
+    with pytest.warns(stats.StatsWarning, match="no seed-to-seed variation"):
+        paired = stats.paired_t([1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0, 4.0, 5.0, 6.0])
+    assert verdict(paired).decision == "inconclusive"

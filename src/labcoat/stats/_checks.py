@@ -60,6 +60,7 @@ class StatsWarning(UserWarning):
     "few-runs", "outlier-seed" (one run far from the others, `_seeds.py`),
     "few-clusters" (cluster-robust SE from under 20 clusters, `_items.py`),
     "no-trimming" (a trimmed interval of so few runs that it trims none),
+    "no-spread" (every run of each arm equal: zero-width interval),
     "general"; `n_runs` carries the count of runs for "few-runs" and "outlier-seed".
     """
 

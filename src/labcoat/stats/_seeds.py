@@ -40,6 +40,16 @@ def _finite_1d(values: ArrayLike, name: str) -> np.ndarray:
     return array
 
 
+def warn_no_spread(what: str, stacklevel: int = 3) -> None:
+    """Warn (kind "no-spread") when the runs show no seed-to-seed variation: the interval
+    has zero width and p is 0 or 1 by arithmetic, not evidence."""
+    warnings.warn(StatsWarning(
+        f"{what}: the runs show no seed-to-seed variation (each arm's values, or each seed "
+        "pair's differences, are all equal), so seed noise was not measured (does the "
+        "script use its --seed? does the metric depend on training?); the zero-width "
+        "interval and its p-value say nothing", "no-spread"), stacklevel=stacklevel)
+
+
 def warn_few_runs(n_runs: int, name: str, what: str, stacklevel: int = 3) -> None:
     """Warn (StatsWarning, kind "few-runs") when `what` rests on fewer than FEW_RUNS runs
     in group `name`."""
@@ -208,6 +218,7 @@ def welch(a: ArrayLike, b: ArrayLike, ci: float = 0.95, *,
     estimate = float(y.mean() - x.mean())
     se = float(np.sqrt(va + vb))
     if se == 0:
+        warn_no_spread("welch")
         p = 1.0 if estimate == 0 else 0.0
         return Difference(estimate, estimate, estimate, 0.0, p, "welch", x.size + y.size, ci=ci)
     # Welch-Satterthwaite degrees of freedom.
@@ -246,6 +257,7 @@ def paired_t(a: ArrayLike, b: ArrayLike, ci: float = 0.95) -> Difference:
     corr = (float(np.corrcoef(x, y)[0, 1]) if x.std() > 0 and y.std() > 0
             else float("nan"))
     if se == 0:
+        warn_no_spread("paired_t")
         p = 1.0 if estimate == 0 else 0.0
         return Difference(estimate, estimate, estimate, 0.0, p, "paired-t", n, df=n - 1,
                           correlation=corr, ci=ci)

@@ -97,6 +97,10 @@ def verdict(diff: Difference, *, alpha: float = 0.05, direction: Direction = "in
     sign = (diff.estimate > 0) - (diff.estimate < 0)
     tost = equivalence_p(diff, smallest_effect) if smallest_effect else float("nan")
     level = alpha / family_size
+    if diff.se == 0 and diff.method in ("welch", "paired-t"):
+        return Verdict("inconclusive", (
+            f"{effect}, but the seeds show no variation at all: seed noise was not measured, "
+            "so the test cannot judge (does the script use its seed?)"), tost)
     if aliases and (significant or tost < level):
         joined = " and ".join(aliases)
         way = "the predicted" if sign == wanted else "the opposite"
