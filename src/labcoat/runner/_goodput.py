@@ -5,8 +5,10 @@ measure Meta reports for Llama 3: over 90% despite 419 interruptions), with the
 lost time broken down so the expensive part is visible:
 
 - checkpoint_saves: training stalled by checkpoint saves (`stall_s` of each save);
-- startup_restore: from an attempt's start to its first logged step (process
-  start, imports, restoring the checkpoint);
+- startup: from an attempt's start to its first logged step when it restored no
+  checkpoint (process start, imports, building the model and data);
+- startup_restore: the same for an attempt that resumed from a checkpoint (that,
+  plus reading and loading the checkpoint);
 - redone_work: steps computed again after a restart (last step reached minus the
   step resumed from), at the attempt's measured step time;
 - failure_detection: from a failed attempt's last journal line to its end (e.g.
@@ -32,7 +34,7 @@ from labcoat.runner._restart import is_failure
 from labcoat.store import Attempt, Event, Experiment, Trial
 from labcoat.store._models import as_utc, utcnow
 
-LOSSES = ("checkpoint_saves", "startup_restore", "redone_work", "failure_detection",
+LOSSES = ("checkpoint_saves", "startup", "startup_restore", "redone_work", "failure_detection",
           "restart_delays")
 
 
@@ -75,10 +77,11 @@ def _add_attempt(result: Goodput, previous: Attempt | None, attempt: Attempt) ->
     start, end = _seconds(attempt.started_at), _end(attempt)
     result.wall_s += max(0.0, end - start)
     first_step = attempt.first_step_time
+    startup = "startup_restore" if attempt.restored_step else "startup"
     if first_step is not None:
-        result.lost["startup_restore"] += max(0.0, min(first_step, end) - start)
+        result.lost[startup] += max(0.0, min(first_step, end) - start)
     elif attempt.last_step is None:  # never reached a step: all of it was startup
-        result.lost["startup_restore"] += max(0.0, end - start)
+        result.lost[startup] += max(0.0, end - start)
     restart = previous is not None and is_failure(previous.cause)
     if restart:
         delay = max(0.0, start - _end(previous))
