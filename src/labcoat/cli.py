@@ -460,9 +460,9 @@ def diagnose_command(
                                                 "its last failed one)", min=1)] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Why trials failed: the step and phase, the rank and host, what is new against
-    successful trials (same design, else earlier experiments), the likely cause, and
-    ranked suspect lines with their evidence."""
+    """Why trials failed (or finished with a NaN/inf metric): the step and phase, the rank
+    and host, what is new against successful trials (same design, else earlier
+    experiments), the likely cause, and ranked suspect lines with their evidence."""
     from labcoat import diagnose as diagnosis
     from labcoat import report as reports
     from labcoat import store
@@ -478,7 +478,7 @@ def diagnose_command(
     with _session() as session:
         exp = store.find_experiment(session, experiment)
         chosen = [diagnosis.find_trial(exp, trial)] if trial is not None else \
-            diagnosis.failed_trials(exp)
+            diagnosis.failed_trials(exp) + _diverged(session, exp)
         entries = []
         for t in chosen:
             found = diagnosis.diagnose_trial(session, t, attempt=attempt)
@@ -489,6 +489,15 @@ def diagnose_command(
         _print_json(data)
     else:
         reports.print_diagnoses(data, console)
+
+
+def _diverged(session: Any, experiment: Any) -> list[Any]:
+    """Finished trials whose metrics went NaN/inf: done is not healthy."""
+    from labcoat import store
+
+    done = [t for t in experiment.trials if t.status == "done"]
+    bad = store.first_non_finite(session, [t.id for t in done], None)
+    return [t for t in done if t.id in bad]
 
 
 @app.command()

@@ -189,7 +189,7 @@ def calm(calm_home, monkeypatch):
 def test_an_experiment_without_failures_has_nothing_to_diagnose(calm):
     assert _json("diagnose", "calm", "--json") == {"experiment": "calm", "diagnoses": []}
     out = cli("diagnose", "calm", check=True).stdout
-    assert "has no failed trials" in out and "labcoat diagnose calm/TRIAL" in out
+    assert "has no failed or diverged trials" in out and "labcoat diagnose calm/TRIAL" in out
     rows = _json("logs", "templates", "calm", "--json")["templates"]
     assert rows and not any(r["only_failed"] for r in rows)
 

@@ -64,3 +64,11 @@ def test_an_infinite_last_value_and_the_dashboard(home):
     assert index.status_code == 200 and "fine" in index.text and "inf" in index.text
     page = client.get("/experiments/inf")
     assert page.status_code == 200 and "diverged" in page.text
+
+
+def test_diagnose_takes_up_finished_trials_that_diverged(home):
+    trials, _, _ = _trials(NAN)
+    stored_experiment("nan", DESIGN.format(name="nan"), trials)
+    found = json.loads(cli("diagnose", "nan", "--json", check=True).stdout)["diagnoses"]
+    assert {d["trial"] for d in found} == {"hot-s0", "hot-s1"}  # done, but NaN/inf inside
+    assert all(d["cause"] == "nan" and d["status"] == "done" for d in found)

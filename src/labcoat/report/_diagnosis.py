@@ -27,7 +27,8 @@ def print_diagnoses(data: dict[str, Any], console: Console) -> None:
     """Every diagnosed attempt of `data` (``{"experiment", "diagnoses": [...]}``)."""
     entries = data["diagnoses"]
     if not entries:
-        console.print(f"experiment {escape(data['experiment'])} has no failed trials: nothing "
+        console.print(f"experiment {escape(data['experiment'])} has no failed or diverged "
+                      "trials: nothing "
                       "to diagnose (diagnose any trial with "
                       f"`labcoat diagnose {escape(data['experiment'])}/TRIAL`)", soft_wrap=True)
         return

@@ -211,15 +211,19 @@ def metric_names(session: Session, trial_ids: Sequence[int]) -> list[str]:
         .limit(1)) is not None]
 
 
-def first_non_finite(session: Session, trial_ids: Sequence[int], name: str) -> dict[int, int]:
-    """The first step at which each trial logged `name` as NaN or +-inf (trials that never
-    did are absent). NaN is stored as NULL; infinities as themselves."""
+def first_non_finite(session: Session, trial_ids: Sequence[int], name: str | None
+                     ) -> dict[int, int]:
+    """The first step at which each trial logged `name` (any metric if None) as NaN or
+    +-inf (trials that never did are absent). NaN is stored as NULL; infinities as
+    themselves."""
     huge = 1.7976931348623157e308
     query = (select(MetricPoint.trial_id, func.min(MetricPoint.step))
-             .where(MetricPoint.name == name, MetricPoint.trial_id.in_(list(trial_ids)),
+             .where(MetricPoint.trial_id.in_(list(trial_ids)),
                     MetricPoint.value.is_(None) | (MetricPoint.value > huge)
                     | (MetricPoint.value < -huge))
              .group_by(MetricPoint.trial_id))
+    if name is not None:
+        query = query.where(MetricPoint.name == name)
     return {trial_id: step for trial_id, step in session.execute(query)}
 
 
