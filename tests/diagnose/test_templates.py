@@ -63,6 +63,18 @@ def test_values_without_digits_are_values_by_their_place():
     assert ids[6] == ids[7] and ids[8] == ids[9] and len(set(ids)) == 5
 
 
+def test_two_words_that_vary_independently_are_parameters():
+    combos = [("fineweb", "train"), ("fineweb", "validation"), ("openwebtext", "train")]
+    lines = [f"Loading dataset {d} split {s} from /data/{i}/shards"
+             for i, (d, s) in enumerate(combos)]
+    assert len(set(mine_templates(lines))) == 3  # not yet every pair: three events
+    lines.append("Loading dataset openwebtext split validation from /data/9/shards")
+    assert len(set(mine_templates(lines))) == 1  # a full 2 x 2 cross product
+    other = [*lines[:2], "Loading dataset openwebtext split train from /data/1/shards",
+             "Loading model openwebtext split validation from /data/9/shards"]
+    assert len(set(mine_templates(other))) == 4  # a different word elsewhere: no product
+
+
 def test_merged_templates_keep_their_old_ids_valid():
     miner = Templates()
     first = [miner.add(f"Invalid user {u} from 10.0.0.{i}")

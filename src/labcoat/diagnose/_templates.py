@@ -15,8 +15,8 @@ Two miners, chosen by `TemplateConfig.method`:
 
 On the 13 labelled LogHub systems (``benchmarks/loghub.py``, grouping accuracy, Zhu
 et al. 2019) the default scores a mean 0.96 where Drain3's defaults score 0.70 and
-Drain3 tuned per dataset 0.84; on this project's generated logs both miners score
-0.95, the words miner lower on training logs (0.95 vs 0.98; `benchmarks/README.md`).
+Drain3 tuned per dataset 0.84; on this project's generated logs 0.96 where
+``method="drain"`` scores 0.95 (`benchmarks/README.md`).
 """
 
 from __future__ import annotations
