@@ -72,3 +72,23 @@ def test_diagnose_takes_up_finished_trials_that_diverged(home):
     found = json.loads(cli("diagnose", "nan", "--json", check=True).stdout)["diagnoses"]
     assert {d["trial"] for d in found} == {"hot-s0", "hot-s1"}  # done, but NaN/inf inside
     assert all(d["cause"] == "nan" and d["status"] == "done" for d in found)
+
+
+def test_an_interval_leaving_0_1_for_a_0_1_metric_says_to_declare_bounds(home):
+    design = DESIGN.format(name="acc").replace("metric: loss, direction: decrease",
+                                               "metric: accuracy, direction: increase")
+    values = {"base": [0.2, 0.9, 0.5, 0.3], "hot": [0.95, 0.99, 0.97, 0.98]}
+    stored_experiment("acc", design, [
+        {"key": f"{arm}-s{i}", "arm": arm, "seed": i, "metrics": {"accuracy": [(1, v)]}}
+        for arm, vs in values.items() for i, v in enumerate(vs)])
+    report = json.loads(cli("report", "acc", "--json", check=True).stdout)
+    low = report["results"][0]["arms"][0]["overall"]["low"]
+    assert low < 0  # t interval of [0.2, 0.9, 0.5, 0.3]: mean 0.475 -/+ 3.18 * 0.152
+    assert any("declare `bounds: [0, 1]`" in w for w in report["warnings"])
+    bounded = design.replace("direction: increase", "direction: increase, bounds: [0, 1]")
+    stored_experiment("acc2", bounded.replace("name: acc", "name: acc2"), [
+        {"key": f"{arm}-s{i}", "arm": arm, "seed": i, "metrics": {"accuracy": [(1, v)]}}
+        for arm, vs in values.items() for i, v in enumerate(vs)])
+    report = json.loads(cli("report", "acc2", "--json", check=True).stdout)
+    assert report["results"][0]["arms"][0]["overall"]["low"] >= 0
+    assert not any("declare `bounds" in w for w in report["warnings"])

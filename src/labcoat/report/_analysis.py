@@ -271,6 +271,8 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
     bounds = _bounds(hypothesis, items)
     arms = [_arm_result(arm, by_arm.get(arm, []), values, items, tasks, bounds)
             for arm in arm_names]
+    if bounds is None:
+        _warn_outside_unit_range(hypothesis, arms)
     control = design.control
     if design.factors is not None:
         comparisons = _factor_effects(design, hypothesis, by_arm, values)
@@ -391,6 +393,23 @@ def _bounds(hypothesis: Hypothesis, items: ItemScores) -> tuple[float, float] | 
     if hypothesis.source == "items" and scores and 0 <= min(scores) and max(scores) <= 1:
         return (0.0, 1.0)
     return None
+
+
+def _warn_outside_unit_range(hypothesis: Hypothesis, arms: list[ArmResult]) -> None:
+    """A metric whose every value lies in [0, 1] (an accuracy, a rate) with an interval
+    reaching outside it: say how to declare the range rather than guess it."""
+    values = [v for arm in arms for v in arm.values]
+    if not values or min(values) < 0 or max(values) > 1:
+        return
+    wide = [a for a in arms if a.overall is not None and (a.overall.low < 0
+                                                          or a.overall.high > 1)]
+    if wide:
+        a = wide[0]
+        warnings.warn(StatsWarning(
+            f"{hypothesis.metric}: every value lies in [0, 1] but {a.arm}'s interval is "
+            f"[{a.overall.low:.3g}, {a.overall.high:.3g}]; if the metric cannot leave [0, 1] "
+            "(an accuracy, a rate), declare `bounds: [0, 1]` in the hypothesis and intervals "
+            "stay inside it"), stacklevel=2)
 
 
 def _arm_result(arm: str, trials: list[Trial], values: dict[int, float], items: ItemScores,
