@@ -58,6 +58,8 @@ class GuardConfig:
     labels_shifted: bool | None = None  # True: labels[t] is the token after inputs[t]; False:
     # labels equal the inputs and the loss shifts them (Hugging Face); None: learned from the
     # first conclusive batch
+    loaders: Sequence[Any] = ()  # torch DataLoaders whose workers' random states are compared
+    # (data.worker_rng); give them before iterating them (their worker_init_fn is wrapped)
     # --- model probes ----------------------------------------------------------------------------
     causal: bool = False  # the model is causal over its sequence dim: probe future leakage
     causal_every: int | None = None  # probe every N steps (and at the first step); a multiple
@@ -84,6 +86,9 @@ class GuardConfig:
             setattr(self, name, tuple(value))
             if not all(isinstance(v, str) and v for v in getattr(self, name)):
                 raise GuardError(f"{name}={value!r} must be a list of non-empty strings")
+        if not isinstance(self.loaders, Sequence):
+            self.loaders = (self.loaders,)
+        self.loaders = tuple(self.loaders)
         if isinstance(self.reference, Mapping):
             self.reference = (self.reference,)
         if isinstance(self.check_every, int) and not isinstance(self.check_every, bool) \
