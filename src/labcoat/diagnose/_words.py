@@ -54,7 +54,8 @@ _RESTATED = re.compile(r"\((?:<[A-Z]+>)?\)[,.;:]?")
 _HOST = re.compile(r"\((?:[\w\-]+(?:\.[\w\-]+)*|<[A-Z]+>)?\)[,.;:]?")
 
 # Pairs of positions are counted in lines of up to 20 candidate words, and while fewer
-# than 200,000 (position pair, rest of the line) keys are held (~40 MB).
+# than 200,000 (position pair, rest of the line) keys are held: a bound on memory for
+# logs with very many distinct templates (not measured beyond the benchmarks).
 _PAIR_SLOTS = 20
 _PAIRS = 200_000
 
