@@ -100,15 +100,6 @@ class Loop:
         return min(steps)
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Any:
-    """Tiny models: one thread is fastest, and immune to a busy machine's other threads."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def flip_bit(t: torch.Tensor, bit: int = 24) -> None:
     """Flip one bit of t's first element through an integer view (no autograd write)."""
     bits = t.detach().view(-1).view(torch.int32)

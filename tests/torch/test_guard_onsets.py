@@ -77,14 +77,6 @@ class Loop:
         return [str(a) for a in self.guard.alerts if a.rule not in rules]
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def flip_bit(t: torch.Tensor, bit: int) -> None:
     bits = t.detach().view(-1).view(torch.int32)
     bits[0] = bits[0] ^ (1 << bit)

@@ -1,0 +1,15 @@
+"""Shared by the torch tests."""
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny models: one thread is fastest, and immune to a busy machine's other threads."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
