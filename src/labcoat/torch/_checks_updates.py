@@ -7,7 +7,12 @@ are judged at check steps (every ``check_every`` steps), the others at every ful
     update.skipped            error     optimizer.step() ran with gradients but changed nothing
     update.param_unchanged    error     a parameter with a gradient was not touched by the step
     update.lost               error     touched at lr > 0, yet its value did not move (3 checks)
-    update.outside_step       warning   weights changed in place between optimizer steps
+    update.outside_step       warning   weights changed in place between optimizer steps:
+                                        seen across the step pair before a check step, and
+                                        over a whole check interval by version accounting
+                                        (a weight written more often than its optimizer steps
+                                        account for: re-initialized, reloaded from an earlier
+                                        checkpoint, a stray in-place op)
     update.corrupted          critical  weights changed between steps with no write at all
     update.norm_jump          error     a weight's norm changed between two check steps far
                                         beyond its own history of changes (robust z >
@@ -21,13 +26,18 @@ are judged at check steps (every ``check_every`` steps), the others at every ful
                                         the table is refreshed at check steps)
     optimizer.duplicate_param error     a parameter listed in two param groups: updated twice
     optimizer.step_counter    error     optimizer state reset, or its step counter off
+                                        (also at a resume: a run watched with start_step > 0
+                                        whose optimizer state starts fresh at its first step)
     trainable.frozen          error     a trainable (or declared trainable) parameter is frozen
     trainable.unfrozen        error     a declared-frozen parameter changed
     grad.missing              error     parameters that had a gradient at every step so far
                                         (learned over FED_STEPS full steps) get none, or an
                                         all-zero one: detached from the loss (a .detach(), a
                                         no_grad block, a skipped module) or zero_grad() between
-                                        backward and step
+                                        backward and step. Parameters declared with
+                                        ``trainable=[...]`` are judged from the first step
+                                        (no history needed): no gradient at a step, or an
+                                        all-zero one at a check step after the first
     grad.not_reset            error     gradients carried over from the previous step
                                         (optimizer.zero_grad() missing)
     grad.accumulation         error     backward passes per optimizer step differ from the
@@ -48,7 +58,16 @@ skip ``grad is None``; one with a gradient must be touched. Writes through
 is what ``update.corrupted`` looks for; an exact integer checksum of every
 parameter every ``state_every`` steps catches the low-order bit flips a norm
 cannot see. A weight changed between two steps is seen when the change
-happens just before a check step (with ``check_every=1``: always).
+happens just before a check step (with ``check_every=1``: always), and by
+version accounting anywhere in a check interval: an optimizer step bumps each
+parameter's version by a fixed count (one per in-place kernel it runs on it:
+AdamW's decay and update, SGD's add), learned at check steps as the largest
+bump per step seen (the step alone, and the step pair before a check step,
+which includes a per-step write of the loop's own such as weight clipping); a
+parameter whose version advanced more over an interval than that count times
+its steps was written outside the optimizer (a skipped step or an unused
+parameter advances less, never more). Only the version counters the check steps
+read anyway are used.
 """
 
 from __future__ import annotations
@@ -147,6 +166,8 @@ class Updates(Check):
         self.fed_checks = 0
         self.fed_steps = 0
         self.fed_count = 0  # how many: fewer gradients at a step means some went missing
+        self.bumps: np.ndarray | None = None  # largest version bumps per step seen
+        self.anchor: tuple[int, list[int]] | None = None  # (check step, versions after it)
         self.jump_norms: np.ndarray | None = None  # parameter norms at the last check step
         self.jump_step = 0  # ... and its number
         self.jumps: collections.deque[np.ndarray] = collections.deque(maxlen=JUMP_CHECKS)
@@ -179,6 +200,8 @@ class Updates(Check):
             self._index()
         if step.norms_pre is not None or self.checksum_prev is not None:  # else nothing to compare
             self._between_steps(step)
+        if step.check and self.anchor is not None:
+            self._interval_writes(step)
         grads = step.grads
         missing = [i for i in self.outside if grads[i] is not None] if self.outside else None
         if missing:
@@ -238,6 +261,42 @@ class Updates(Check):
                 "clipping, a stray in-place op, weights reloaded?)",
                 step=step.number, evidence=evidence)
 
+    def _interval_writes(self, step: Step) -> None:
+        """Version accounting over the check interval that ends before this check step."""
+        prev, (since, base) = self.prev, self.anchor  # type: ignore[misc]
+        if (prev is None or prev.number != step.number - 1 or not prev.versions_post
+                or self.bumps is None or len(base) != len(prev.versions_post)):
+            return
+        gap = prev.number - since
+        if gap <= 0:
+            return
+        params = self.ctx.params
+        advanced = np.subtract(prev.versions_post, base)
+        over = (advanced > self.bumps * gap) & (self.bumps > 0) & params.judged
+        if not over.any():
+            return
+        self._once("update.outside_step", "warning", over, step.number,
+                   lambda names: f"{names} were written more often between optimizer steps "
+                                 f"{since} and {prev.number} than their {gap} optimizer steps "
+                                 "account for (version counters): weights changed outside "
+                                 "optimizer.step(), e.g. re-initialized, reloaded from an "
+                                 "earlier checkpoint, or a stray in-place op")
+
+    def _learn_bumps(self, step: Step) -> None:
+        """Check step: the version bumps of one optimizer step (and of the step pair before
+        it, which includes the loop's own per-step writes), and the interval's new anchor."""
+        pre, post = step.versions_pre, step.versions_post
+        bumps = np.subtract(post, pre)
+        prev = self.prev
+        if prev is not None and prev.number == step.number - 1 and prev.versions_post \
+                and len(prev.versions_post) == len(post):
+            bumps = np.maximum(bumps, np.subtract(post, prev.versions_post))
+        if self.bumps is None or len(self.bumps) != len(bumps):
+            self.bumps = bumps
+        else:
+            self.bumps = np.maximum(self.bumps, bumps)
+        self.anchor = (step.number, list(post))
+
     def _diff(self, mask: np.ndarray, before: np.ndarray, after: np.ndarray) -> dict[str, Any]:
         idx = np.flatnonzero(mask)[:10]
         return {"params": [self.ctx.params.names[i] for i in idx],
@@ -274,6 +333,8 @@ class Updates(Check):
             self.fed = np.append(self.fed, np.zeros(len(params) - len(self.fed), bool))  # fed
         has = step.has_grad if step.check else np.fromiter(
             (g is not None for g in step.grads), bool, len(step.grads))
+        if self.declared_trainable.any():
+            self._declared_starved(step, has)
         if self.fed_checks < FED_CHECKS and self.fed_steps < FED_STEPS:  # learning: parameters
             self.fed = has.copy() if self.fed is None else self.fed & has  # used now and then
             self.fed_checks += step.check  # drop out
@@ -284,6 +345,9 @@ class Updates(Check):
         assert self.fed is not None
         eligible = np.array(step.requires_grad) & params.judged & params.in_optimizer
         starved = self.fed & ~has & eligible
+        if starved.any() and not step.backwards and not step.grad_count:
+            return  # no backward pass ran: a batch skipped on purpose, not a cut (zero_grad()
+            # between backward and step still shows: backward ran)
         if starved.any():
             none = step.grad_count == 0
             self._once("grad.missing", "error", starved, step.number,
@@ -297,6 +361,20 @@ class Updates(Check):
                                      "a flag)")
         self.fed &= eligible & ~starved  # judged once; frozen ones are trainable.frozen's
         self.fed_count = int(self.fed.sum())
+
+    def _declared_starved(self, step: Step, has: np.ndarray) -> None:
+        """Declared-trainable parameters need no history: no gradient at all is a cut (an
+        all-zero one only after the first step: a zero-initialized LoRA factor starts so)."""
+        present = step.present if step.check else has
+        got = has if (step.check and step.number != self.ctx.first_step) else present
+        eligible = np.array(step.requires_grad) & self.ctx.params.in_optimizer
+        starved = self.declared_trainable & eligible & ~got
+        if starved.any() and (step.grad_count or step.backwards):
+            self._once("grad.missing", "error", starved, step.number,
+                       lambda names: f"{names} are declared trainable (trainable=[...]) but "
+                                     f"got no gradient at optimizer step {step.number}: cut "
+                                     "off from the loss (a .detach(), a torch.no_grad() "
+                                     "block, a module skipped by a flag)")
 
     def _reset_and_accumulation(self, step: Step) -> None:
         cfg = self.ctx.config
@@ -440,6 +518,8 @@ class Updates(Check):
         if not (step.check or step.versions_post):  # far from a check step: nothing measured
             return
         self.checksum_prev = step.values.get("updates.checksum_post")
+        if step.check:
+            self._learn_bumps(step)
         self.prev = step
         if step.check:
             self._check_updates(step)
@@ -574,6 +654,17 @@ class Updates(Check):
             return
         if before is not None and now != before + 1:
             self._counter_alert(step.number, i, before, now, "in one optimizer step")
+        elif (before is None and now == 1 and self.ctx.config.start_step > 0
+              and step.number == self.ctx.first_step):
+            name = self.ctx.params.names[i]
+            self.ctx.alert(
+                "optimizer.step_counter", "error",
+                f"the run resumed after step {self.ctx.config.start_step} (start_step) but the "
+                f"optimizer's state of {name} started fresh at step {step.number} (step "
+                "counter 1): the optimizer state was not restored (moments lost, bias "
+                "correction restarts: a silent lr spike)",
+                step=step.number, evidence={"param": name, "start_step":
+                                            self.ctx.config.start_step, "after": now})
         self.counter = (i, now, step.number)
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -604,6 +695,8 @@ class Updates(Check):
             setattr(self, name, np.append(getattr(self, name), np.zeros(extra, dtype=bool)))
         self.prev = None
         self.prev_stuck = None
+        self.anchor = None
+        self.bumps = None
         self.last_rg = None
         self.checksum_prev = None
 
