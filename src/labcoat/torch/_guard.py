@@ -56,7 +56,9 @@ Checks (rules and the bugs they catch are in each module's doc):
 ``_checks_numerics`` (NaN/Inf, loss spikes, gradient-norm explosion),
 ``_checks_dtype`` (linear layers outside autocast, hooked at check steps only),
 ``_checks_updates`` (frozen layers, missing zero_grad, lr, optimizer state),
-``_checks_modes`` (dropout/batch-norm mode), ``_checks_random`` (random draws in
+``_checks_clipping`` (a clip coefficient applied to part of the gradients, check steps only),
+``_checks_modes`` (dropout/batch-norm mode), ``_checks_trainstate`` (a model evaluated
+before training set its train-only state), ``_checks_random`` (random draws in
 evaluation), ``_checks_data`` (repeated
 batches, token ids, labels, eval leakage), ``_checks_workers`` (DataLoader workers
 sharing one random state, with ``loaders=``), ``_checks_labels`` (labels collapsed to one
@@ -94,6 +96,7 @@ from torch.nn.modules import module as module_hooks
 
 from labcoat.sdk import Run
 from labcoat.torch._alerts import SEVERITIES, Alert, GuardError, GuardStop, at_least
+from labcoat.torch._checks_clipping import GradClip
 from labcoat.torch._checks_data import Data
 from labcoat.torch._checks_distributed import Distributed
 from labcoat.torch._checks_dtype import AutocastDtype
@@ -102,6 +105,7 @@ from labcoat.torch._checks_model import Causality, Recompute
 from labcoat.torch._checks_modes import Modes
 from labcoat.torch._checks_numerics import Numerics
 from labcoat.torch._checks_random import EvalRandom
+from labcoat.torch._checks_trainstate import TrainOnlyState
 from labcoat.torch._checks_updates import Updates
 from labcoat.torch._checks_workers import WorkerRng
 from labcoat.torch._context import Check, Context, Forward, ParamTable, Record, Step, overrides
@@ -109,9 +113,9 @@ from labcoat.torch._guard_config import GuardConfig
 from labcoat.torch._invariants import Invariants
 from labcoat.torch._measure import Transfer
 
-CHECKS: tuple[type[Check], ...] = (Numerics, AutocastDtype, Updates, Modes, EvalRandom, Data,
-                                   WorkerRng, Labels, Causality, Recompute, Distributed,
-                                   Invariants)
+CHECKS: tuple[type[Check], ...] = (Numerics, AutocastDtype, Updates, GradClip, Modes,
+                                   TrainOnlyState, EvalRandom, Data, WorkerRng, Labels,
+                                   Causality, Recompute, Distributed, Invariants)
 _LIGHT = Step(0, False, [], 0, [])  # stands for a light step between the step hooks
 _LIGHT_FORWARD = Forward(0, True, None)  # ... and for its training forwards
 SENTINELS = 1  # parameters whose gradient hooks tell whether grads were reset between steps
