@@ -20,6 +20,12 @@ against the relations that held in all of them:
     invariant.backwards         error    a number of backward passes per step no reference had
     invariant.label_alignment   error    labels aligned with the inputs differently than in
                                          every reference (e.g. not shifted from step 1 on)
+    invariant.eval_length       warning  an evaluation forward on token ids longer than any
+                                         in the references (generation past its token
+                                         budget: max_new_tokens not respected, a prompt
+                                         not trimmed); a bound, so one reference is enough
+                                         (the same evaluation inputs, generation length at
+                                         most prompt + budget in every clean run)
 
 Phases double in length (steps 1-16, 17-32, 33-64, ...), so early training,
 where everything moves fast, is judged at a fine grain. The range rule, per
@@ -58,7 +64,8 @@ Profile format (JSON, version 1)::
      "phases": [{"start": 1, "end": 16,
                  "loss": {"n", "min", "q05", "q50", "q95", "max"} | null,
                  "grad_norm": {...} | null, "examples": {...} | null}, ...],
-     "backwards": [counts seen], "alignment": "next" | "same" | "prev" | "none" | null}
+     "backwards": [counts seen], "alignment": "next" | "same" | "prev" | "none" | null,
+     "eval_length": longest sequence (last dim) of an integer evaluation input | null}
 
 Reference file: a JSON object ``{"format": "labcoat.guard.reference", "version": 1,
 "profiles": [profile, ...]}`` (a bare profile or a JSON list of profiles is
@@ -145,6 +152,8 @@ class Invariants(Check):
         "invariant.backwards": "a number of backward passes per step no clean run had",
         "invariant.label_alignment": "labels aligned unlike in every clean run (no shift, "
                                      "double shift)",
+        "invariant.eval_length": "an evaluation input longer than in every clean run: "
+                                 "generation past its token budget",
     }
 
     periodic = frozenset({"on_post_step"})
@@ -162,6 +171,7 @@ class Invariants(Check):
         self.backwards: set[int] = set()
         self.alignment: str | None = None
         self.eval_step = -1
+        self.eval_length: int | None = None  # longest integer evaluation input (last dim)
         profiles = load_references(ctx.config)
         self.refs = _Reference(profiles, ctx) if profiles else None
         self.references = len(profiles)
@@ -182,6 +192,12 @@ class Invariants(Check):
                 return
             context = "train"
         else:
+            x = fwd.inputs  # token ids: every call of a generation loop (a few reads)
+            if x is not None and x.dim() >= 2 and not x.is_floating_point() \
+                    and x.shape[-1] > (self.eval_length or 0):
+                self.eval_length = x.shape[-1]
+                if self.refs is not None:
+                    self.refs.check_eval_length(fwd.step, self.eval_length)
             if fwd.step == self.eval_step:  # once per evaluation burst
                 return
             self.eval_step = fwd.step
@@ -287,6 +303,7 @@ class Invariants(Check):
                        for a, b in keys],
             "backwards": sorted(self.backwards),
             "alignment": self.alignment,
+            "eval_length": self.eval_length,
         }
 
 
@@ -302,6 +319,7 @@ class _Reference:
         self.modes: dict[str, list[set[str]]] = {"train": [], "eval": []}
         self.backwards: set[int] | None = None
         self.alignment: str | None = None
+        self.eval_length: int | None = None
         self.always = np.zeros(len(ctx.params), dtype=bool)
         self.never = np.zeros(len(ctx.params), dtype=bool)
         self.always_idx: list[int] = []
@@ -331,6 +349,9 @@ class _Reference:
         counts = [set(p.get("backwards", [])) for p in profiles]
         if all(counts):
             self.backwards = set().union(*counts)
+        lengths = [p.get("eval_length") for p in profiles]
+        if lengths and all(n is not None for n in lengths):
+            self.eval_length = max(lengths)
         aligned = {p.get("alignment") for p in profiles}
         if len(aligned) == 1:
             self.alignment = aligned.pop()
@@ -445,6 +466,16 @@ class _Reference:
                 f"{sorted(self.backwards)} per step: a skipped optimizer step or broken "
                 "accumulation",
                 step=step, evidence={"backwards": count, "reference": sorted(self.backwards)})
+
+    def check_eval_length(self, step: int, length: int) -> None:
+        if self.eval_length is None or length <= self.eval_length:
+            return
+        self.ctx.alert(
+            "invariant.eval_length", "warning",
+            f"an evaluation forward after step {step} ran on {length} tokens, longer than any "
+            f"in the clean reference runs ({self.eval_length}): generation past its token "
+            "budget (max_new_tokens not respected, a prompt not trimmed to the context)",
+            step=step, evidence={"length": length, "reference": self.eval_length})
 
     def check_alignment(self, step: int, found: str) -> None:
         if self.alignment is None or found in (self.alignment, "none"):
