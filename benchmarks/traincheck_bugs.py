@@ -36,6 +36,18 @@ def _nothing(step: int) -> None:
     return None
 
 
+def _mlp_batch(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(32, 16, generator=g), torch.randint(0, 4, (32,), generator=g)
+
+
+def _mlp_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x).float(), y)
+
+
+def _mlp_eval(model: nn.Module, x: torch.Tensor) -> None:
+    model(x)
+
+
 @dataclass(kw_only=True)
 class Setup:
     """One loop of a case: what the generic loop in `run` needs to know."""
@@ -53,6 +65,9 @@ class Setup:
     evaluate_first: bool = False  # evaluate (model.eval(), no_grad) before step 1
     start_step: int = 0  # a resumed run: optimizer steps taken before this one started
     references: int = 0  # clean reference runs (other seeds) given as reference=
+    batch: Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]] = _mlp_batch
+    loss: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor] = _mlp_loss
+    evaluate: Callable[[nn.Module, torch.Tensor], None] = _mlp_eval  # under eval()/no_grad
 
 
 class _Net(nn.Module):
@@ -284,6 +299,59 @@ def _deepspeed_1801(bug: bool, seed: int) -> Setup:
     return Setup(model=model, clip=clip, onset=1)
 
 
+class _TinyLM(nn.Module):
+    """A decoder-only token model: token + learned position embeddings, one tanh layer."""
+
+    def __init__(self, vocab: int = 32, positions: int = 128) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, 16)
+        self.pos = nn.Embedding(positions, 16)
+        self.out = nn.Linear(16, vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.tok(ids) + self.pos(torch.arange(ids.shape[-1]))
+        return self.out(torch.tanh(h))
+
+
+def _lm_batch(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.randint(0, 32, (32, 25), generator=g)
+    return ids[:, :-1], ids[:, 1:]  # labels: the next token
+
+
+def _lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+
+
+PROMPT = torch.randint(0, 32, (60,), generator=torch.Generator().manual_seed(7))
+CONTEXT_PROMPT, MAX_NEW = 20, 10  # prompt tokens kept for the context; the token budget
+
+
+def _generate(bug: bool) -> Callable[[nn.Module, torch.Tensor], None]:
+    """Greedy generation after a long prompt, Whisper's prompt handling re-expressed: the
+    budget of new tokens is computed from the prompt's length *before* it is trimmed to
+    its last CONTEXT_PROMPT tokens (the bug), or after (the fix)."""
+    def evaluate(model: nn.Module, x: torch.Tensor) -> None:
+        budget = MAX_NEW + (len(PROMPT) - CONTEXT_PROMPT if bug else 0)
+        ids = PROMPT[-CONTEXT_PROMPT:][None]
+        for _ in range(budget):  # no KV cache: the whole sequence at each call
+            ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], dim=1)
+    return evaluate
+
+
+def _transformers_23723(bug: bool, seed: int) -> Setup:
+    """transformers-23723 (Whisper ``generate`` ignores ``max_new_tokens`` with a long
+    ``prompt_ids``): the budget was recomputed from the prompt's length before the prompt
+    was trimmed to fit the context, so generation ran past it (25 new tokens for
+    ``max_new_tokens=10`` upstream). Same mechanism in plain PyTorch (`_generate`): a tiny
+    decoder trained on next-token prediction, evaluated every 10 steps by greedy generation
+    after a 60-token prompt trimmed to 20, budget 10; the bug computes the budget from the
+    untrimmed prompt (50 new tokens). Intent comes from one clean reference run (another
+    seed, TrainCheck's invariant source too): the longest evaluation input it had. Onset
+    10 (the first evaluation). Clean twin: the budget after trimming (the upstream fix)."""
+    return Setup(model=_TinyLM(), batch=_lm_batch, loss=_lm_loss, evaluate=_generate(bug),
+                 onset=10, references=1)
+
+
 def _weights_reload(bug: bool, seed: int) -> Setup:
     """Weights that jump back to an earlier state (issue 18 miss class): at ONSET the loop
     reloads the weights saved at step 10 (``model.load_state_dict``, weights only; the
@@ -416,6 +484,7 @@ CASES: dict[str, Callable[[bool, int], Setup]] = {
     "pytorch-forum-84911 (all but bn frozen)": _forum_84911,
     "stackoverflow-60335387 (no zero_grad)": _stackoverflow_60335387,
     "transformers-17877 (init re-run)": _transformers_17877,
+    "transformers-23723 (generation past budget)": _transformers_23723,
     "transformers-33844 (eval dropout)": _transformers_33844,
     "deepspeed-1801 (partial grad clipping)": _deepspeed_1801,
     "mmpretrain-702 (frozen stage trained)": _mmpretrain_702,
@@ -456,15 +525,12 @@ def run(case: Callable[[bool, int], Setup], bug: bool, seed: int,
     for step in range(setup.start_step + 1, setup.start_step + STEPS + 1):
         setup.hook(step)
         model.train()
-        if batches is not None:
-            x, y = next(batches)
-        else:
-            x, y = torch.randn(32, 16, generator=g), torch.randint(0, 4, (32,), generator=g)
+        x, y = next(batches) if batches is not None else setup.batch(g)
         if setup.zero_grad:
             opt.zero_grad()
         if setup.backward(step):
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=setup.autocast):
-                loss = F.cross_entropy(model(x).float(), y)
+                loss = setup.loss(model, x, y)
             loss.backward()
             if setup.clip is not None:
                 setup.clip(model)
@@ -473,7 +539,7 @@ def run(case: Callable[[bool, int], Setup], bug: bool, seed: int,
         if step % 10 == 0:
             model.eval()
             with torch.no_grad():
-                model(x)
+                setup.evaluate(model, x)
     guard.close()
     if want_profile:
         return guard.profile()
