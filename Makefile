@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.labcoat-installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint docs bench clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -26,5 +26,9 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff check src tests
 
+# the manual (docs/, mkdocs.yml) into site/; strict: a broken link or page fails
+docs: setup
+	$(PY) -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .labcoat .pytest_cache
+	rm -rf $(VENV) .labcoat .pytest_cache site
