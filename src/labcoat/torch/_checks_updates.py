@@ -200,8 +200,6 @@ class Updates(Check):
             self._index()
         if step.norms_pre is not None or self.checksum_prev is not None:  # else nothing to compare
             self._between_steps(step)
-        if step.check and self.anchor is not None:
-            self._interval_writes(step)
         grads = step.grads
         missing = [i for i in self.outside if grads[i] is not None] if self.outside else None
         if missing:
@@ -262,7 +260,8 @@ class Updates(Check):
                 step=step.number, evidence=evidence)
 
     def _interval_writes(self, step: Step) -> None:
-        """Version accounting over the check interval that ends before this check step."""
+        """Version accounting over the check interval that ends before this check step
+        (judged after its bumps are learned: the step pair counts the loop's per-step writes)."""
         prev, (since, base) = self.prev, self.anchor  # type: ignore[misc]
         if (prev is None or prev.number != step.number - 1 or not prev.versions_post
                 or self.bumps is None or len(base) != len(prev.versions_post)):
@@ -295,6 +294,8 @@ class Updates(Check):
             self.bumps = bumps
         else:
             self.bumps = np.maximum(self.bumps, bumps)
+        if self.anchor is not None:
+            self._interval_writes(step)
         self.anchor = (step.number, list(post))
 
     def _diff(self, mask: np.ndarray, before: np.ndarray, after: np.ndarray) -> dict[str, Any]:
@@ -519,7 +520,7 @@ class Updates(Check):
             return
         self.checksum_prev = step.values.get("updates.checksum_post")
         if step.check:
-            self._learn_bumps(step)
+            self._learn_bumps(step)  # and judges the interval before it
         self.prev = step
         if step.check:
             self._check_updates(step)
