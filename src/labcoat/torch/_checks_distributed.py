@@ -1,15 +1,32 @@
-"""Data-parallel replicas: identical weights, synchronized gradients, no straggling rank.
+"""Data-parallel replicas: identical weights, synchronized gradients, same steps, no straggler.
 
 Rules (family ``distributed``), active when ``torch.distributed`` is initialized
 and the data-parallel group (``process_group``, default the world) has more
-than one rank:
+than one rank. Each is an invariant of every correct data-parallel loop
+(DDP, hand-written all-reduce, Horovod-style), whatever the model:
 
-    dist.param_drift     critical  replicas hold different weights before a step (a rank
-                                   that skipped or repeated an update, a bad initial
-                                   broadcast, nondeterminism, memory corruption)
-    dist.grad_unsynced   error     replicas are about to apply different gradients (the
-                                   all-reduce is missing, ``no_sync()`` left on, a rank
-                                   that averaged over the wrong group)
+    dist.param_drift     critical  replicas hold different weights before a step. Bug
+                                   classes: a bad initial broadcast (weights that never
+                                   landed, or arrived garbled, on a rank), a transfer that
+                                   lost or corrupted a gradient or weight tensor on one rank
+                                   (faulty peer-to-peer links return zeros or stale memory),
+                                   a rank that skipped or repeated an update, rank-local
+                                   optimizer state, nondeterminism, memory corruption
+    dist.grad_unsynced   error     replicas are about to apply different gradients. Bug
+                                   classes: the all-reduce is missing or bypassed (a forward
+                                   through the bare module instead of the DDP wrapper,
+                                   ``no_sync()`` left on, parameters replaced after wrapping
+                                   so DDP's hooks sit on stale gradient accumulators: a
+                                   device or dtype round trip), a rank that averaged over
+                                   the wrong group, a reduction whose result a rank received
+                                   damaged
+    dist.step_mismatch   error     ranks at the same collective count different optimizer
+                                   steps: resumed from different checkpoints, or a rank that
+                                   stepped more or fewer times (its gathers pair with the
+                                   others' at other steps)
+    dist.batch_mismatch  error     ranks ran different numbers of backward passes since the
+                                   last check: a rank skipped a step or a micro-batch
+                                   (rank-dependent accumulation, a shard that ran out early)
     dist.straggler       warning   a rank's own work (data loading + forward, measured up to
                                    the end of its forward, before any gradient sync) takes
                                    ``straggler_ratio`` times the other ranks', and at least
@@ -17,13 +34,19 @@ than one rank:
                                    2 checks excluded; the floor keeps sub-millisecond timer
                                    and scheduler noise of fast steps from counting)
 
-Every ``distributed_every`` steps each rank contributes, in one
-``all_gather`` from the optimizer's pre-step hook, the exact integer checksum
-(`_measure.checksums`) of every gradient and every parameter, and its mean
-work time since the last check. Checksums are bit-exact and independent of
-reduction order, so healthy replicas agree exactly. The collective runs
-inside ``optimizer.step()`` on every rank at the same step: all ranks must
-watch with the same ``distributed_every``.
+At the first step and every ``distributed_every`` steps each rank contributes,
+in one ``all_gather`` from the optimizer's pre-step hook, the exact integer
+checksum (`_measure.checksums`) of every gradient and every parameter, its
+step number, its backward passes since the last check and its mean work time.
+Checksums are bit-exact and independent of reduction order, so healthy
+replicas agree exactly (all-reduce results are bit-identical on every rank).
+The first-step check sees a bad initial broadcast, or gradients that were
+never reduced, before the first update. The collective runs inside
+``optimizer.step()`` on every rank at the same step: all ranks must watch with
+the same ``distributed_every`` and ``start_step``. Not covered: ranks that
+legitimately run different numbers of steps (``Join`` for uneven inputs: the
+gather waits for the joined rank), local-SGD style training whose replicas
+differ between averaging steps by design (disable ``dist.param_drift``).
 """
 
 from __future__ import annotations
@@ -41,6 +64,7 @@ from labcoat.torch._measure import Transfer, checksums
 
 STRAGGLER_CHECKS = 5  # work times kept per rank; a straggler is slow in the median of them
 WARMUP_CHECKS = 2  # checks not used for stragglers
+EXTRA = 3  # gathered after the checksums: step number, backward passes, work time (us)
 STRAGGLER_FLOOR_S = 0.02  # ... and a straggler is this many seconds slower per step (the
 # runner's floor for rank stragglers, runner/_ranks.py: timer and load noise)
 
@@ -53,6 +77,10 @@ class Distributed(Check):
                             "bad initial broadcast, nondeterminism, memory corruption",
         "dist.grad_unsynced": "gradients not averaged across replicas: all-reduce missing, "
                               "no_sync() left on",
+        "dist.step_mismatch": "ranks at different optimizer steps: resumed from different "
+                               "checkpoints, a rank that stepped more or fewer times",
+        "dist.batch_mismatch": "ranks ran different numbers of backward passes: a skipped "
+                               "step or micro-batch on one rank",
         "dist.straggler": "a rank much slower than the others: data loading, throttling, a "
                           "noisy neighbour",
     }
@@ -70,6 +98,7 @@ class Distributed(Check):
         self.mark = time.perf_counter()
         self.work = 0.0
         self.work_steps = 0
+        self.backwards = 0  # backward passes since the last gather
         self.history: collections.deque[np.ndarray] = collections.deque(maxlen=STRAGGLER_CHECKS)
         self.checks = 0
         if self.world > 1 and super().active():
@@ -87,13 +116,14 @@ class Distributed(Check):
             self.last_forward_end = time.perf_counter()
 
     def _due(self, number: int) -> bool:
-        return number % self.ctx.config.distributed_every == 0
+        return number % self.ctx.config.distributed_every == 0 or number == self.ctx.first_step
 
     def queue_pre(self, step: Step, xfer: Transfer) -> None:
         end = self.last_forward_end
         if end is not None and end > self.mark:
             self.work += end - self.mark
             self.work_steps += 1
+        self.backwards += step.backwards
         if self._due(step.number):
             with torch.no_grad():
                 self._gather(step, xfer)
@@ -106,19 +136,21 @@ class Distributed(Check):
         grads = [g if g is not None else torch.zeros(0, device=device) for g in step.grads]
         mean_us = int(1e6 * self.work / max(self.work_steps, 1))
         local = torch.cat([checksums(grads).to(device), checksums(params.tensors).to(device),
-                           torch.tensor([mean_us], dtype=torch.int64, device=device)])
+                           torch.tensor([step.number, self.backwards, mean_us], dtype=torch.int64,
+                                        device=device)])
         gathered = [torch.empty_like(local) for _ in range(self.world)]
         dist.all_gather(gathered, local, group=self.group)
         xfer.add("dist.gathered", torch.stack(gathered))
-        self.work, self.work_steps = 0.0, 0
+        self.work, self.work_steps, self.backwards = 0.0, 0, 0
 
     def on_pre_step(self, step: Step) -> None:
         table = step.values.get("dist.gathered")
         if table is None:
             return
         n = len(self.ctx.params)
-        table = table.reshape(self.world, 2 * n + 1)
+        table = table.reshape(self.world, 2 * n + EXTRA)
         grads, params, work = table[:, :n], table[:, n:2 * n], table[:, -1] / 1e6
+        self._counts(step.number, table[:, 2 * n], table[:, 2 * n + 1])
         judged = self.ctx.params.judged
         self._compare(step.number, params, judged, "dist.param_drift", "critical",
                       "weights differ across data-parallel replicas before step {n}: {who} "
@@ -129,6 +161,24 @@ class Distributed(Check):
                       "replicas are about to apply different gradients at step {n}: {who} "
                       "differ in {names} (all-reduce missing, no_sync() left on)")
         self._stragglers(step.number, work)
+
+    def _counts(self, number: int, steps: np.ndarray, backwards: np.ndarray) -> None:
+        """Same optimizer step and same backward passes since the last check on every rank."""
+        for rule, values, what in (("dist.step_mismatch", steps, "optimizer step numbers"),
+                                   ("dist.batch_mismatch", backwards,
+                                    "backward passes since the last check")):
+            if (values == values[0]).all():
+                continue
+            odd = _odd_ranks(values[:, None])
+            listed = ", ".join(f"rank {r}: {int(v)}" for r, v in enumerate(values))
+            cause = ("resumed from different checkpoints, or a rank stepped more or fewer "
+                     "times" if rule == "dist.step_mismatch" else
+                     "a rank skipped a step or a micro-batch")
+            self.ctx.alert(rule, "error",
+                           f"data-parallel ranks disagree on their {what} at step {number} "
+                           f"({listed}): {cause}",
+                           step=number, evidence={"values": values.tolist(), "odd_ranks": odd,
+                                                  "rank": self.rank, "world": self.world})
 
     def _compare(self, number: int, table: np.ndarray, judged: np.ndarray, rule: str,
                  severity: str, template: str) -> None:
