@@ -16,7 +16,9 @@ from labcoat.sdk import Run, init
 __all__ = ["LabcoatError", "Run", "init", "stats"]
 __version__ = "0.1.0"
 
-_LAZY = {"stats", "spec", "store", "runner", "report", "workloads"}
+# Every package, e.g. `labcoat.scaling` after a bare `import labcoat`.
+_LAZY = {"diagnose", "evals", "monitor", "report", "reproduce", "review", "runner", "scaling",
+         "spec", "stats", "store", "torch", "web", "workloads"}
 
 
 def __getattr__(name: str) -> Any:

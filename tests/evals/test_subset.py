@@ -16,7 +16,7 @@ import labcoat
 from helpers import cli
 from labcoat.errors import LabcoatError
 from labcoat.evals import choose_subset, result_matrix
-from labcoat.evals._cli import subset_command
+from labcoat.cli._evals import subset_command
 from labcoat.evals._subset import item_rest_correlation
 
 

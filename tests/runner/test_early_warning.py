@@ -83,7 +83,7 @@ def _curves_in_store(curves):
     """An experiment (no design) whose trials of arm `a` logged these loss curves; the
     last one is running. Returns (session, db, early warning, running trial, attempt)."""
     from labcoat import store
-    from labcoat.runner._early_warning import EarlyWarning
+    from labcoat.monitor import EarlyWarning
     from labcoat.store import Trial
 
     db = store.open_store()

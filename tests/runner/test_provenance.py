@@ -22,9 +22,9 @@ import pytest
 
 from helpers import cli
 from labcoat.errors import LabcoatError
-from labcoat.runner import replay_trial, rerun_trial
+from labcoat.reproduce import replay_trial, rerun_trial
 from labcoat.runner._provenance import code_state
-from labcoat.runner._worktree import recorded_code
+from labcoat.reproduce._worktree import recorded_code
 
 SCRIPT = '''import sys
 import labcoat

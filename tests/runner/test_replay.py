@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from helpers import cli
-from labcoat.runner import ReplayMismatch, replay_trial, rerun_trial
-from labcoat.runner._compare import Divergence, first_divergence
-from labcoat.runner._replay import plan_segments
+from labcoat.reproduce import ReplayMismatch, replay_trial, rerun_trial
+from labcoat.reproduce._compare import Divergence, first_divergence
+from labcoat.reproduce._replay import plan_segments
 from labcoat.workloads.tinylm import MAX_LEN, Config, train
 
 CONFIG = Config(width=16, heads=2, batch_size=8, steps=16, dropout=0.1, eval_every=0,

@@ -7,7 +7,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from labcoat import sdk, store
+from labcoat import runner, sdk, store
 from labcoat.runner._ingest import ingest_attempt, ingest_ranks
 from labcoat.spec import TrialSpec
 
@@ -116,6 +116,7 @@ def test_an_adhoc_rank_group_becomes_one_trial_from_rank_0(home, monkeypatch):
     assert run.journal.parent.name == "torchrun-abc"
     assert (run.journal.parent / "journal-rank1.jsonl").exists()
     db = store.open_store()
+    assert runner.ingest_adhoc_runs(db) == ["adhoc-dp/run-torchrun-abc"]
     with db.session() as session:
         trials = store.find_experiment(session, "adhoc-dp").trials
         assert [t.key for t in trials] == ["run-torchrun-abc"]

@@ -70,16 +70,28 @@ def test_importing_labcoat_loads_neither_torch_nor_sqlalchemy():
     assert out.stdout.strip() == "[]"
 
 
-def test_a_plain_script_is_recorded_as_an_adhoc_experiment(home, tmp_path):
+def test_a_plain_script_only_journals_and_the_next_read_records_it(home, tmp_path):
     script = tmp_path / "train_me.py"
     script.write_text(textwrap.dedent("""
+        import sys
         import labcoat
         run = labcoat.init(seed=7, params={"lr": 0.5})
         for step in range(3):
             run.log(step, loss=1.0 / (step + 1))
-        # no run.finish(): the exit hook records it
+        run.finish()
+        assert "sqlalchemy" not in sys.modules  # the SDK never opens the store
     """))
-    subprocess.run([sys.executable, str(script)], check=True, cwd=tmp_path)
+    done = subprocess.run([sys.executable, str(script)], check=True, cwd=tmp_path,
+                          capture_output=True, text=True)
+    (journal,) = (home / "adhoc" / "adhoc-train_me" / "main-s7").rglob("journal.jsonl")
+    assert f"recorded in {journal}" in " ".join(done.stderr.split())
+    assert "labcoat status adhoc-train_me" in done.stderr
+    assert not (home / "labcoat.db").exists()
+
+    shown = subprocess.run([sys.executable, "-m", "labcoat.cli", "status", "adhoc-train_me"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "recorded ad-hoc run adhoc-train_me/main-s7" in shown.stderr
     from labcoat import store
 
     db = store.open_store()
@@ -90,4 +102,35 @@ def test_a_plain_script_is_recorded_as_an_adhoc_experiment(home, tmp_path):
             "main-s7", 7, "done", {"lr": 0.5})
         points = store.metric_points(session, [trial.id], "loss")
         assert [(p.step, p.value) for p in points] == [(0, 1.0), (1, 0.5), (2, 1 / 3)]
+        (attempt,) = trial.attempts
+        assert attempt.run_dir == str(journal.parent)
+    db.close()
+
+
+def test_the_exit_hook_finishes_a_script_that_never_calls_finish(home, tmp_path):
+    script = tmp_path / "train_me.py"
+    script.write_text("import labcoat\nlabcoat.init().log(0, loss=1.0)\n")
+    subprocess.run([sys.executable, str(script)], check=True, cwd=tmp_path)
+    from labcoat import runner, store
+
+    db = store.open_store()
+    assert [n.split("/")[0] for n in runner.ingest_adhoc_runs(db)] == ["adhoc-train_me"]
+    assert runner.ingest_adhoc_runs(db) == []  # a second reader records nothing twice
+    with db.session() as session:
+        (trial,) = store.find_experiment(session, "adhoc-train_me").trials
+        assert trial.status == "done" and len(trial.attempts) == 1
+    db.close()
+
+
+def test_an_unfinished_adhoc_run_waits_and_other_runs_are_recorded(home, tmp_path):
+    from labcoat import runner, store
+
+    running = labcoat.init(experiment="still-running")
+    running.log(0, loss=1.0)
+    with labcoat.init(experiment="finished") as run:
+        run.log(0, loss=2.0)
+    db = store.open_store()
+    assert runner.ingest_adhoc_runs(db) == [f"finished/{run.trial}"]
+    running.finish()
+    assert runner.ingest_adhoc_runs(db) == [f"still-running/{running.trial}"]
     db.close()

@@ -18,7 +18,7 @@ from labcoat.diagnose._fields import rank_of
 from labcoat.diagnose._records import LogLine
 from labcoat.diagnose._templates import TemplateConfig, Templates
 from labcoat.diagnose._trial import _failed
-from labcoat.sdk._run import LEVELS
+from labcoat.journal import LEVELS
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads only when stored logs are read
     from sqlalchemy.orm import Session

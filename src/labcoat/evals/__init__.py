@@ -5,8 +5,7 @@ PyTorch model during training; small subsets that keep the full suite's ranking;
 prompt-format sensitivity.
 
 Names are imported on first use (PEP 562), so that the CLI can register
-`labcoat contamination` from `labcoat.evals._contamination_cli` without
-importing scipy when it starts.
+`labcoat contamination` without importing scipy when it starts.
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from labcoat.evals._subset import ResultMatrix, SubsetChoice, choose_subset, result_matrix
     from labcoat.evals._suite import EvalSuite, load_suite
     from labcoat.evals._tokenizer import Tokenizer, as_tokenizer
+    from labcoat.evals._training_text import training_files
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_compare": ("FileComparison", "TaskComparison", "compare_item_scores"),
@@ -63,6 +63,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_subset": ("ResultMatrix", "SubsetChoice", "choose_subset", "result_matrix"),
     "_suite": ("EvalSuite", "load_suite"),
     "_tokenizer": ("Tokenizer", "as_tokenizer"),
+    "_training_text": ("training_files",),
     "_importers": ("ItemScores", "load_item_scores", "merge_item_scores"),
     "_ngrams": ("normalize_text",),
     "_prompts": ("TEMPLATES", "TemplateScores", "evaluate_templates", "prompt_templates",

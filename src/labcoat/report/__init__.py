@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from labcoat.report._evals import stored_item_scores
     from labcoat.report._figures import overlay_plot, trial_curve_plot
     from labcoat.report._files import file_comparison_dict, print_file_comparison
-    from labcoat.report._html import figure_html, plotly_js, render_html, write_html_report
+    from labcoat.report._html import CSS, figure_html, plotly_js, render_html, write_html_report
     from labcoat.report._logs import LogLine, lines_json, print_lines, select_lines
     from labcoat.report._lttb import downsample, lttb
     from labcoat.report._page import (
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from labcoat.report._reproduce import print_provenance, print_replay, print_rerun
     from labcoat.report._review import plan_dict, print_findings, print_plan
+    from labcoat.report._scales import fit_summary, print_backtest, print_fit, run_backtest
     from labcoat.report._status import (
         experiment_summary,
         goodput_line,
@@ -50,7 +51,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_curves": ("arm_curves", "trial_curves"),
     "_files": ("file_comparison_dict", "print_file_comparison"),
     "_figures": ("overlay_plot", "trial_curve_plot"),
-    "_html": ("figure_html", "plotly_js", "render_html", "write_html_report"),
+    "_html": ("CSS", "figure_html", "plotly_js", "render_html", "write_html_report"),
+    "_scales": ("fit_summary", "print_backtest", "print_fit", "run_backtest"),
     "_lttb": ("downsample", "lttb"),
     "_logs": ("LogLine", "lines_json", "print_lines", "select_lines"),
     "_reproduce": ("print_provenance", "print_replay", "print_rerun"),

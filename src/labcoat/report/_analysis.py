@@ -33,7 +33,6 @@ from labcoat.report._status import status_data
 from labcoat.spec import Design, Hypothesis
 from labcoat.stats import Adjusted, Difference, Generalization, Interval, StatsWarning
 from labcoat.store import TRIAL_STATUSES, Experiment, ItemScores, Trial
-from labcoat.store._models import as_utc
 
 MACRO = "macro"
 FAMILY_METHOD = "holm"
@@ -206,12 +205,12 @@ def _counts(experiment: Experiment) -> dict[str, dict[str, int]]:
 def _late_trials(experiment: Experiment) -> list[str]:
     """Trials created after the experiment's first result was recorded (seeds added after
     results were seen can be shopped for: the report says so)."""
-    finished = [as_utc(a.ended_at) for t in experiment.trials for a in t.attempts
+    finished = [store.as_utc(a.ended_at) for t in experiment.trials for a in t.attempts
                 if a.ended_at is not None and a.cause == "exit 0"]
     if not finished:
         return []
     first = min(finished)
-    return [t.key for t in experiment.trials if as_utc(t.created_at) > first]
+    return [t.key for t in experiment.trials if store.as_utc(t.created_at) > first]
 
 
 def _merge_warnings(found: list[StatsWarning]) -> list[str]:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from labcoat.diagnose import body_of, line_filter
-from labcoat.sdk._run import LEVELS
+from labcoat.journal import LEVELS
 from labcoat.store import Event
 
 LEVEL_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "debug": "dim"}

@@ -22,7 +22,6 @@ from labcoat.report._curves import arm_curves
 from labcoat.report._status import experiment_summary
 from labcoat.review import Finding
 from labcoat.store import Experiment
-from labcoat.store._models import as_utc
 
 
 @dataclass
@@ -88,9 +87,9 @@ def _timeline(session: Session, experiment: Experiment) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for t in experiment.trials:
         for a in t.attempts:
-            end = as_utc(a.ended_at) if a.ended_at else None
+            end = store.as_utc(a.ended_at) if a.ended_at else None
             rows.append({"kind": "attempt", "trial": t.key, "attempt": a.number,
-                         "start": as_utc(a.started_at).isoformat(),
+                         "start": store.as_utc(a.started_at).isoformat(),
                          "end": end.isoformat() if end else None, "cause": a.cause or "running",
                          "restarted": a.number < len(t.attempts)})
     for alert in store.alerts(session, list(keys)):

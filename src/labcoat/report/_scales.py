@@ -30,7 +30,6 @@ from sqlalchemy.orm import Session
 
 from labcoat import spec, store
 from labcoat.report._textplot import loglog_plot
-from labcoat.runner._extrapolation import fitted_metric, scale_variable
 from labcoat.scaling import Backtest, ScalingFit, ScalingWarning, backtest, fit
 from labcoat.store import Experiment
 
@@ -112,12 +111,12 @@ def scales_data(session: Session, experiment: Experiment) -> dict[str, Any]:
     design = spec.parse_design(experiment.design_yaml, f"design of {experiment.name}")
     if not design.scales:
         return {}
-    variable, note = scale_variable(design)
+    variable, note = spec.scale_variable(design)
     out: dict[str, Any] = {"variable": variable, "note": note, "metric": None, "arms": [],
                            "warnings": []}
     if variable is None:
         return out
-    metric = fitted_metric(design)
+    metric = spec.fitted_metric(design)
     out["metric"] = metric
     done = [t for t in experiment.trials if t.status == "done" and t.scale]
     values = store.last_values(session, [t.id for t in done], metric)

@@ -17,7 +17,6 @@ from labcoat.review._findings import Finding, Severity
 from labcoat.review._pilot import Pilot
 from labcoat.review._plan import planned_analysis, verdict_comparisons
 from labcoat.spec import Design, Hypothesis
-from labcoat.spec._yaml import line_of
 
 FEW_SEEDS = 5
 LONG_RUN_STEPS = 1000
@@ -37,7 +36,7 @@ class Context:
     def finding(self, rule: str, severity: Severity, path: tuple, message: str,
                 fix: str = "") -> Finding:
         """A finding at `path`, or at its nearest key in the file (none if absent)."""
-        line = line_of(self.lines, path) if path else None
+        line = spec.line_of(self.lines, path) if path else None
         if path and line == self.lines.get(()):
             line = None  # the key is not in the file: no line to point at
         return Finding(rule, severity, self.file, line, message, fix)

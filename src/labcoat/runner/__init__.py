@@ -1,4 +1,6 @@
-"""Running experiments: executors (local, ray, slurm), the supervisor loop, journal ingestion."""
+"""Running experiments: executors (local, ray, slurm), the supervisor loop, journal
+ingestion (the runner's trials and ad-hoc runs), provenance, goodput. Live monitors
+plug in through `Monitor` (see `labcoat.monitor`)."""
 
 from __future__ import annotations
 
@@ -7,25 +9,25 @@ from typing import TYPE_CHECKING
 from labcoat._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from labcoat.runner._adhoc import ingest_adhoc
+    from labcoat.runner._adhoc import ingest_adhoc, ingest_adhoc_runs
     from labcoat.runner._executor import EXECUTORS, ExecutorConfig, parse_settings
     from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
     from labcoat.runner._imports import ImportSummary, import_results
     from labcoat.runner._ingest import Progress, ingest_attempt
-    from labcoat.runner._replay import ReplayMismatch, ReplayResult, replay_trial
-    from labcoat.runner._rerun import RerunResult, rerun_trial
+    from labcoat.runner._local import LocalProcess, stderr_tail
+    from labcoat.runner._monitor import Monitor, MonitorFactory
+    from labcoat.runner._provenance import current_fingerprint, environment_state
     from labcoat.runner._runner import Interrupted, RunSummary, run_design
-    from labcoat.runner._sequential import SequentialOutcome, run_until_decisive
 
-# Names load on first use: `labcoat status` needs goodput, not the statistics.
+# Names load on first use: `labcoat status` needs goodput, not the executors.
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "_adhoc": ("ingest_adhoc",),
+    "_adhoc": ("ingest_adhoc", "ingest_adhoc_runs"),
     "_executor": ("EXECUTORS", "ExecutorConfig", "parse_settings"),
     "_goodput": ("LOSSES", "Goodput", "experiment_goodput", "trial_goodput"),
     "_imports": ("ImportSummary", "import_results"),
     "_ingest": ("Progress", "ingest_attempt"),
-    "_replay": ("ReplayMismatch", "ReplayResult", "replay_trial"),
-    "_rerun": ("RerunResult", "rerun_trial"),
+    "_local": ("LocalProcess", "stderr_tail"),
+    "_monitor": ("Monitor", "MonitorFactory"),
+    "_provenance": ("current_fingerprint", "environment_state"),
     "_runner": ("Interrupted", "RunSummary", "run_design"),
-    "_sequential": ("SequentialOutcome", "run_until_decisive"),
 })

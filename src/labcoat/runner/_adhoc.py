@@ -1,68 +1,111 @@
-"""Ad-hoc runs: a plain script's `labcoat.init()` journal, recorded when it finishes."""
+"""Ad-hoc runs: a plain script's `labcoat.init()` journals, ingested by the reading side.
+
+The trial only journals (under ``$LABCOAT_HOME/adhoc/<experiment>/<trial>/<run>/``);
+the read commands (`labcoat status`, `report`, `ui`...) call `ingest_adhoc_runs`
+before they read, which records each finished journal not yet in the store as a
+new attempt. Idempotent: a journal whose run directory is already an attempt is
+skipped, so any number of readers may call it.
+"""
 
 from __future__ import annotations
 
+import sys
+import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from labcoat import environment as env
+from labcoat import journal as fmt
 from labcoat import store
 from labcoat.errors import LabcoatError
 from labcoat.runner._ingest import ingest_attempt
-from labcoat.sdk import read_journal
-from labcoat.store import Trial
+from labcoat.store import Attempt, Trial
 
 ADHOC_HASH = "adhoc"
+_LOCK = "(ad-hoc ingestion)"  # never an experiment name (spec.NAME allows no parentheses)
+_THREAD = threading.Lock()  # the store's lock is per process; threads of one (the UI) too
 
 
-def ingest_adhoc(journal: Path, *, experiment: str, trial: str) -> None:
-    """Record the finished ad-hoc journal as a new attempt of `trial` in `experiment`."""
-    start = next((r for _, r in read_journal(journal).records if r["kind"] == "start"), {})
-    db = store.open_store()
+def ingest_adhoc_runs(db: store.Store, home: Path | None = None) -> list[str]:
+    """Record every finished ad-hoc journal under `home` (default: the labcoat home) that
+    the store does not hold yet; returns their "experiment/trial" names, oldest first.
+
+    One reader at a time ingests (a lock in the store, like a runner's); a reader that
+    finds it held skips, since the holder records the same journals.
+    """
+    root = (home or env.home()) / "adhoc"
+    if not root.is_dir():
+        return []
+    journals = sorted(root.glob(f"*/*/*/{fmt.JOURNAL_NAME}"), key=lambda p: p.stat().st_mtime)
+    if not journals or not _THREAD.acquire(blocking=False):
+        return []
     try:
-        with db.session() as session:
-            exp, _ = store.get_or_create_experiment(
-                session,
-                name=experiment,
-                design_yaml="",
-                design_hash=ADHOC_HASH,
-                require_same_design=False,
-            )
-            if exp.design_hash != ADHOC_HASH:
-                raise LabcoatError(
-                    f"experiment {experiment!r} was created by `labcoat run`; record this "
-                    f"script under another name: labcoat.init(experiment=...). "
-                    f"Its journal is kept at {journal}"
-                )
-            row = session.scalar(
-                select(Trial).where(Trial.experiment_id == exp.id, Trial.key == trial)
-            )
-            if row is None:
-                row = Trial(
-                    key=trial,
-                    arm=start.get("arm") or "main",
-                    seed=start.get("seed"),
-                    params=start.get("params") or {},
-                    status="pending",
-                )
-                exp.trials.append(row)
-                session.flush()
-            attempt = store.start_attempt(
-                session,
-                row,
-                run_dir=str(journal.parent),
-                host=start.get("host") or "",
-                pid=start.get("pid"),
-            )
-            progress = ingest_attempt(session, attempt)
-            status = "done" if progress.finish_status == "done" else "failed"
-            store.end_attempt(
-                session,
-                attempt,
-                exit_code=None,
-                trial_status=status,
-                cause=f"ad-hoc run finished ({progress.finish_status or 'no finish'})",
-            )
-            session.commit()
+        with store.experiment_lock(db, _LOCK), db.session() as session:
+            return _ingest_new(session, journals)
+    except LabcoatError:  # another reader holds the lock and ingests them
+        return []
     finally:
-        db.close()
+        _THREAD.release()
+
+
+def _ingest_new(session: Session, journals: list[Path]) -> list[str]:
+    known = set(session.scalars(select(Attempt.run_dir).where(
+        Attempt.run_dir.in_([str(j.parent) for j in journals]))))
+    recorded = []
+    for journal in journals:
+        if str(journal.parent) in known or not _finished(journal):
+            continue
+        experiment, trial = journal.parent.parent.parent.name, journal.parent.parent.name
+        try:
+            ingest_adhoc(session, journal, experiment=experiment, trial=trial)
+        except LabcoatError as e:  # one misnamed run must not hide the others
+            session.rollback()
+            print(f"labcoat: {e}", file=sys.stderr, flush=True)
+            continue
+        recorded.append(f"{experiment}/{trial}")
+    return recorded
+
+
+def ingest_adhoc(session: Session, journal: Path, *, experiment: str, trial: str) -> None:
+    """Record the finished ad-hoc journal as a new attempt of `trial` in `experiment`."""
+    records = [r for _, r in fmt.read_journal(journal).records]
+    start = next((r for r in records if r["kind"] == fmt.START), {})
+    end = next((r for r in reversed(records) if r["kind"] == fmt.FINISH), {})
+    exp, _ = store.get_or_create_experiment(
+        session, name=experiment, design_yaml="", design_hash=ADHOC_HASH,
+        require_same_design=False)
+    if exp.design_hash != ADHOC_HASH:
+        raise LabcoatError(
+            f"experiment {experiment!r} was created by `labcoat run`; record this script "
+            f"under another name: labcoat.init(experiment=...). Its journal is kept at "
+            f"{journal}")
+    row = session.scalar(select(Trial).where(Trial.experiment_id == exp.id, Trial.key == trial))
+    if row is None:
+        row = Trial(key=trial, arm=start.get("arm") or "main", seed=start.get("seed"),
+                    params=start.get("params") or {}, status="pending")
+        exp.trials.append(row)
+        session.flush()
+    attempt = store.start_attempt(session, row, run_dir=str(journal.parent),
+                                  host=start.get("host") or "", pid=start.get("pid"))
+    progress = ingest_attempt(session, attempt)
+    status = "done" if progress.finish_status == "done" else "failed"
+    store.end_attempt(session, attempt, exit_code=None, trial_status=status,
+                      cause=f"ad-hoc run finished ({progress.finish_status or 'no finish'})")
+    # Ingested after the fact: the attempt's times are the journal's, not the reader's.
+    if isinstance(start.get("time"), int | float):
+        attempt.started_at = datetime.fromtimestamp(start["time"], UTC)
+    if isinstance(end.get("time"), int | float):
+        attempt.ended_at = datetime.fromtimestamp(end["time"], UTC)
+    session.commit()
+
+
+def _finished(journal: Path) -> bool:
+    """Whether the journal's run has ended: its finish record is the last line (read from
+    the end, so a long journal still being written costs one small read)."""
+    with open(journal, "rb") as f:
+        f.seek(max(0, f.seek(0, 2) - 4096))
+        tail = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    return f'"kind":"{fmt.FINISH}"'.encode() in tail

@@ -32,7 +32,6 @@ from sqlalchemy.orm import Session
 from labcoat import store
 from labcoat.runner._restart import is_failure
 from labcoat.store import Attempt, Event, Experiment, Trial
-from labcoat.store._models import as_utc, utcnow
 
 LOSSES = ("checkpoint_saves", "startup", "startup_restore", "redone_work", "failure_detection",
           "restart_delays")
@@ -106,11 +105,11 @@ def _step_seconds(attempt: Attempt) -> float:
 
 
 def _seconds(moment) -> float:
-    return as_utc(moment).timestamp()
+    return store.as_utc(moment).timestamp()
 
 
 def _end(attempt: Attempt) -> float:
-    return _seconds(attempt.ended_at or utcnow())
+    return _seconds(attempt.ended_at or store.utcnow())
 
 
 def experiment_goodput(session: Session, experiment: Experiment

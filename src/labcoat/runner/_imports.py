@@ -26,8 +26,7 @@ def import_results(paths: list[str | Path], *, experiment: str, arm: str,
                    filter: str | None = None) -> ImportSummary:  # noqa: A002 - lm-eval's word
     """Read every path (file or directory; see labcoat.evals.load_item_scores) as the results
     of one model and store them as trial `arm` (`arm-sSEED`) of `experiment`."""
-    from labcoat.evals import load_item_scores
-    from labcoat.evals._importers import merge_item_scores
+    from labcoat.evals import load_item_scores, merge_item_scores
 
     if not paths:
         raise LabcoatError("nothing to import: give result files or directories")

@@ -19,7 +19,6 @@ from labcoat import spec, store
 from labcoat.errors import LabcoatError
 from labcoat.spec import Design, TrialSpec
 from labcoat.store import Experiment
-from labcoat.store._models import utcnow
 
 PLAN_KEYS = ("hypotheses", "secondary_metrics", "correction", "seed_analysis", "interactions",
              "sequential")
@@ -60,7 +59,7 @@ def register(session: Session, design: Design, *, text: str, path: str,
     frozen = experiment.analysis_plan
     if created or not frozen:
         experiment.analysis_plan = {"hash": digest, "plan": plan,
-                                    "frozen_at": utcnow().isoformat(), "amendments": []}
+                                    "frozen_at": store.utcnow().isoformat(), "amendments": []}
     elif frozen["hash"] != digest:
         experiment.analysis_plan = _amended(design.name, frozen, plan, digest, amend)
     _check_existing_trials(experiment, trials)
@@ -82,7 +81,7 @@ def _amended(name: str, frozen: dict[str, Any], plan: dict[str, Any], digest: st
             f"labcoat run DESIGN --amend \"reason\" (the report shows every amendment)"
         )
     amendments = [*frozen.get("amendments", []), {
-        "at": utcnow().isoformat(), "reason": amend.strip(), "changed": changed,
+        "at": store.utcnow().isoformat(), "reason": amend.strip(), "changed": changed,
         "from": frozen["hash"], "to": digest,
     }]
     return {**frozen, "hash": digest, "plan": plan, "amendments": amendments}

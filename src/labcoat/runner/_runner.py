@@ -14,7 +14,7 @@ import signal
 import socket
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,6 @@ from labcoat.errors import Interrupted, LabcoatError
 from labcoat.runner._capture import capture_output
 from labcoat.runner._chaos import Chaos, corrupt_newest_checkpoint, kill, parse_chaos
 from labcoat.runner._display import Display, TrialRow
-from labcoat.runner._early_warning import EarlyWarning
 from labcoat.runner._executor import (
     Executor,
     ExecutorConfig,
@@ -37,9 +36,9 @@ from labcoat.runner._executor import (
     TrialHandle,
     open_executor,
 )
-from labcoat.runner._extrapolation import Extrapolation
 from labcoat.runner._ingest import Progress, ingest_attempt, ingest_ranks, journal_path
 from labcoat.runner._local import kill_stale, stderr_tail
+from labcoat.runner._monitor import Monitor, MonitorFactory
 from labcoat.runner._provenance import ProvenanceRecorder
 from labcoat.runner._ranks import (
     RankGroup,
@@ -93,14 +92,17 @@ def run_design(
     extra_seeds: list[int] | None = None,
     sequential: dict | None = None,
     executor: ExecutorConfig | None = None,
+    monitors: Sequence[MonitorFactory] = (),
 ) -> RunSummary:
     """Run every unfinished trial of the design at `design_path`.
 
     chaos: a fault spec (see `labcoat.runner._chaos`) injected while it runs.
     amend: the reason for changing a frozen analysis plan (see `_registration`).
     extra_seeds, sequential: seeds added by a sequential run beyond the design's, and its
-    pre-registered rule (see `_sequential`).
+    pre-registered rule (see `labcoat.monitor.run_until_decisive`).
     executor: where trials run (default: local processes; see `_executor`).
+    monitors: live checks of running trials (`labcoat.monitor.standard_monitors()`: early
+    warning against references, scaling extrapolation); none by default.
     """
     path = Path(design_path)
     chaos_spec = parse_chaos(chaos) if chaos else None
@@ -142,6 +144,7 @@ def run_design(
                          runs_on, design.resources)
             loop.provenance = ProvenanceRecorder(path, design, experiment.design_hash)
             loop.ranks = ranks
+            loop.monitors = [make(session, experiment) for make in monitors]
             return loop.run()
     finally:
         db.close()
@@ -182,9 +185,8 @@ class _Loop:
         if resources is not None and "cpus" in resources.model_fields_set:
             self.threads = max(1, int(resources.cpus))  # what the executor reserved
         self.ranks = 1  # processes per trial (design `ranks: N`, launched through torchrun)
-        self.extrapolation = Extrapolation.for_experiment(experiment)  # scaling.off_path
+        self.monitors: list[Monitor] = []  # live checks (labcoat.monitor)
         self.provenance: ProvenanceRecorder | None = None  # recorded at each launch
-        self.early_warning = EarlyWarning.for_experiment(session, experiment)  # reference.behind
 
     def run(self) -> RunSummary:
         now = time.time()
@@ -353,10 +355,7 @@ class _Loop:
                     f"guard {alert['severity']}: {alert['rule']} at "
                     f"step {alert['step']}: {alert['message']}",
                 )
-            for alert in self.extrapolation.check(self.session, job.trial, job.attempt,
-                                                  final=code is not None):
-                self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
-            self._warn_early(job, final=code is not None)
+            self._monitor(job, final=code is not None)
             if progress.records:
                 job.hang.touch(now)
             if job.group is not None:  # a rank group hangs if any of its ranks does
@@ -378,7 +377,7 @@ class _Loop:
             self.running.remove(job)
             self._ingest_ranks(job, ingest_attempt(self.session, job.attempt))  # lines
             capture_output(self.session, job.attempt, job.attempt.last_step)  # written at exit
-            self._warn_early(job, final=True)  # its last evals may be in those lines
+            self._monitor(job, final=True)  # its last evals may be in those lines
             if job.group is not None:
                 kill_ranks(journal_path(job.attempt))  # ranks torchrun left behind, if any
                 failure = job.group.failure(job.attempt) if code != 0 and not hung else None
@@ -401,14 +400,14 @@ class _Loop:
         for news in job.group.ingest(self.session, job.attempt, progress):
             self.display.say(job.trial.key, news)
 
-    def _warn_early(self, job: _Running, *, final: bool) -> None:
-        """Behind the reference band beyond noise: an alert; lagging inside it: a note."""
-        alerts, note = self.early_warning.check(self.session, job.trial, job.attempt,
-                                                final=final)
-        for alert in alerts:
-            self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
-        if note:
-            self.display.say(job.trial.key, note)
+    def _monitor(self, job: _Running, *, final: bool) -> None:
+        """Every monitor's new alerts and notes on this attempt, shown live."""
+        for monitor in self.monitors:
+            alerts, note = monitor.check(self.session, job.trial, job.attempt, final=final)
+            for alert in alerts:
+                self.display.say(job.trial.key, f"{alert['rule']}: {alert['message']}")
+            if note:
+                self.display.say(job.trial.key, note)
 
     def _done(self, job: _Running) -> None:
         store.end_attempt(

@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from labcoat.scaling._checks import ScalingWarning, positive_array
+from labcoat.scaling._checks import ScalingWarning, check_ci, positive_array
 from labcoat.scaling._fit import ScalingFit, fit
-from labcoat.stats._checks import check_ci
 
 SCHEMES = ("leave-largest-out", "growing-budget")
 

@@ -35,6 +35,11 @@ class ScalingWarning(StatsWarning):
     """
 
 
+def check_ci(ci: float) -> None:
+    if not 0 < ci < 1:
+        raise ValueError(f"ci={ci!r} must be a probability in (0, 1), e.g. 0.95")
+
+
 def positive_array(name: str, values: object, *, allow_none: bool = False) -> np.ndarray | None:
     """`values` as a 1-D float array of finite, positive numbers; ValueError otherwise."""
     if values is None:

@@ -48,6 +48,7 @@ from labcoat.scaling._bootstrap import (
 from labcoat.scaling._checks import (
     MAX_EXTRAPOLATION,
     ScalingWarning,
+    check_ci,
     check_range,
     check_seed,
     positive_array,
@@ -67,7 +68,6 @@ from labcoat.scaling._forms import (
 )
 from labcoat.scaling._lbfgs import minimize_batch
 from labcoat.stats import Interval
-from labcoat.stats._checks import check_ci
 
 ArrayLike = Sequence[float] | np.ndarray | float
 

@@ -30,12 +30,12 @@ import numpy as np
 from labcoat.scaling._bootstrap import percentile_interval
 from labcoat.scaling._checks import (
     ScalingWarning,
+    check_ci,
     check_seed,
     positive_array,
     same_length,
 )
 from labcoat.stats import Interval
-from labcoat.stats._checks import check_ci
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from labcoat.scaling._checks import check_ci
 from labcoat.scaling._fit import ScalingFit
-from labcoat.stats._checks import check_ci
 
 Band = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 

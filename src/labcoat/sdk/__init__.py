@@ -1,13 +1,11 @@
-"""Trial-side SDK: stdlib only, so importing it costs nothing in a training process."""
+"""Trial-side SDK: stdlib only, so importing it costs nothing in a training process.
 
-from labcoat.sdk._journal import (
-    JOURNAL_NAME,
-    JournalChunk,
-    JournalWriter,
-    rank_journal,
-    read_journal,
-    read_lines,
-)
+It only journals (the format: `labcoat.journal`); the reading side ingests.
+The journal readers are re-exported here for code written against earlier versions.
+"""
+
+from labcoat.journal import JOURNAL_NAME, JournalChunk, rank_journal, read_journal, read_lines
+from labcoat.sdk._journal import JournalWriter
 from labcoat.sdk._run import Run, init
 
 __all__ = [

@@ -7,8 +7,9 @@ journals to its own file; metrics and eval items are rank 0's alone (ranks of
 a data-parallel group hold the same model, so N copies would only duplicate
 them), while every rank journals its step times, so a straggler shows.
 Outside a runner, ``init`` records an ad-hoc experiment: the journal goes
-under ``$LABCOAT_HOME/adhoc`` and is ingested into the store when the run
-finishes (or the script exits).
+under ``$LABCOAT_HOME/adhoc``; when the run finishes (or the script exits) the
+SDK says where, and the next read command (``labcoat status``, ``report``,
+``ui``...) ingests it into the store. The SDK never opens the database.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from labcoat import environment as env
-from labcoat.sdk._journal import JOURNAL_NAME, VERSION, JournalWriter, rank_journal
-
-LEVELS = ("debug", "info", "warning", "error", "critical")
+from labcoat import journal as fmt
+from labcoat.journal import JOURNAL_NAME, LEVELS, VERSION, rank_journal
+from labcoat.sdk._journal import JournalWriter
 
 
 class Run:
@@ -71,7 +72,7 @@ class Run:
         self._writer = JournalWriter(journal)
         self._writer.write(
             {
-                "kind": "start",
+                "kind": fmt.START,
                 "v": VERSION,
                 "time": time.time(),
                 "pid": os.getpid(),
@@ -98,7 +99,7 @@ class Run:
             self._time_step(step)
             if self.rank > 0:
                 return  # rank 0's metrics stand for the group
-        self._write({"kind": "log", "step": step, "metrics": values})
+        self._write({"kind": fmt.LOG, "step": step, "metrics": values})
 
     def log_work(self, step: int, seconds: float) -> None:
         """Record this rank's own work at `step` (data loading and forward, say), measured
@@ -111,14 +112,14 @@ class Run:
         step = self._check_step(step, "log_work")
         seconds = _number(seconds, f"run.log_work: seconds at step {step}")
         if self.world > 1:
-            self._write({"kind": "step", "step": step, "work_s": seconds})
+            self._write({"kind": fmt.STEP, "step": step, "work_s": seconds})
 
     def _time_step(self, step: int) -> None:
         """Journal the wall time since the previous step, once per step (multi-rank)."""
         if self._timed_step is not None and step <= self._timed_step:
             return
         now = time.time()
-        record: dict[str, Any] = {"kind": "step", "step": step}
+        record: dict[str, Any] = {"kind": fmt.STEP, "step": step}
         if self._timed_step is not None:
             record["step_s"] = (now - self._timed_at) / (step - self._timed_step)
         self._timed_step, self._timed_at = step, now
@@ -158,7 +159,7 @@ class Run:
             return  # rank 0's eval items stand for the group
         self._write(
             {
-                "kind": "items",
+                "kind": fmt.ITEMS,
                 "step": step,
                 "task": task,
                 "variant": variant,
@@ -181,7 +182,7 @@ class Run:
             raise ValueError(f"run.event: level {level!r} is not one of {', '.join(LEVELS)}")
         self._write(
             {
-                "kind": "event",
+                "kind": fmt.EVENT,
                 "step": self.step if step is None else step,
                 "level": level,
                 "event": event,
@@ -193,19 +194,20 @@ class Run:
     def heartbeat(self) -> None:
         """Say "still alive" during long phases that log nothing (e.g. a slow eval), so the
         runner's hang detection (heartbeat_timeout) does not restart a healthy trial."""
-        self._write({"kind": "heartbeat", "step": self.step})
+        self._write({"kind": fmt.HEARTBEAT, "step": self.step})
 
     def finish(self, status: str = "done") -> None:
-        """Close the journal; ad-hoc runs are then ingested into the store."""
+        """Close the journal. An ad-hoc run says where it was recorded; the next read
+        command (`labcoat status`, `report`, `ui`) ingests it into the store."""
         if self.finished:
             return
         self.finished = True
-        self._write({"kind": "finish", "status": status})
+        self._write({"kind": fmt.FINISH, "status": status})
         self._writer.close()
         if self.adhoc and self.rank == 0:  # rank 0's journal stands for a rank group
-            from labcoat.runner import ingest_adhoc  # lazy: keeps `import labcoat` light
-
-            ingest_adhoc(self.journal, experiment=self.experiment, trial=self.trial)
+            print(f"labcoat: ad-hoc run {self.experiment}/{self.trial} ({status}) recorded in "
+                  f"{self.journal}; see it with `labcoat status {self.experiment}`",
+                  file=sys.stderr)
 
     def __enter__(self) -> Run:
         return self

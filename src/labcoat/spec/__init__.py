@@ -17,6 +17,7 @@ from labcoat.spec._load import (
     load_design,
     parse_design,
 )
+from labcoat.spec._scaling import fitted_metric, numeric_param, scale_variable
 from labcoat.spec._schema import (
     MAX_RANKS,
     Arm,
@@ -29,8 +30,13 @@ from labcoat.spec._schema import (
     Restart,
     Scale,
 )
+from labcoat.spec._yaml import line_of
 
 __all__ = [
+    "fitted_metric",
+    "numeric_param",
+    "scale_variable",
+    "line_of",
     "MAX_RANKS",
     "Arm",
     "ArmSpec",

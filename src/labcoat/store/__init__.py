@@ -15,6 +15,8 @@ from labcoat.store._models import (
     MetricPoint,
     Provenance,
     Trial,
+    as_utc,
+    utcnow,
 )
 from labcoat.store._queries import (
     alerts,
@@ -53,6 +55,8 @@ from labcoat.store._write import (
 )
 
 __all__ = [
+    "as_utc",
+    "utcnow",
     "IMPORTED_HASH",
     "TRIAL_STATUSES",
     "Alert",

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from labcoat import report, store
 from labcoat.errors import LabcoatError
+from labcoat.runner import ingest_adhoc_runs
 from labcoat.store import Experiment, Trial
 from labcoat.web import _pages
 from labcoat.web._cache import PageCache
@@ -53,6 +54,7 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def experiments() -> str:
+        ingest_adhoc_runs(db)  # scripts that finished since: the SDK never writes the store
         with db.session() as s:
             return _pages.experiments_page(_experiment_rows(s, analysis))
 
@@ -112,6 +114,7 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
 
     @app.get("/api/experiments")
     def api_experiments() -> list[dict[str, Any]]:
+        ingest_adhoc_runs(db)
         with db.session() as s:
             return _experiment_rows(s, analysis)
 

@@ -7,8 +7,8 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from labcoat import report
 from labcoat.report import verdict_word
-from labcoat.report._html import CSS
 
 PLOTLY_SRC = "/static/plotly.min.js"
 
@@ -23,7 +23,7 @@ def trial_href(experiment: str, key: str) -> str:
 
 def document(title: str, body: str, *, plots: bool = False, refresh: int | None = None) -> str:
     head = (f"<meta charset='utf-8'><link rel='icon' href='data:,'><title>{escape(title)}"
-            f"</title><style>{CSS}</style>"
+            f"</title><style>{report.CSS}</style>"
             + (f"<script src='{PLOTLY_SRC}'></script>" if plots else "")
             + (f"<meta http-equiv='refresh' content='{int(refresh)}'>" if refresh else ""))
     return f"<!DOCTYPE html><html lang='en'><head>{head}</head><body>{body}</body></html>"

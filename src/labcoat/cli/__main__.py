@@ -1,0 +1,5 @@
+"""`python -m labcoat.cli`: the `labcoat` command."""
+
+from labcoat.cli import main
+
+main()

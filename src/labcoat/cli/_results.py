@@ -1,0 +1,173 @@
+"""Verbs that read results: status, show, export, report, compare."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from labcoat.cli._common import ExpArg, JsonFlag, console, print_json, store_session, strict
+from labcoat.cli._reproduce import show_provenance
+from labcoat.errors import LabcoatError
+
+
+def status(
+    experiment: Annotated[str | None, typer.Argument(help="experiment name (default: all)")
+                          ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Where experiments stand: trials, restarts (attempts, work lost) and goodput."""
+    from labcoat import report as reports
+    from labcoat import store
+
+    with store_session() as session:
+        if experiment is None:
+            rows = [reports.experiment_summary(e) for e in store.list_experiments(session)]
+            if as_json:
+                print_json(rows)
+                return
+            table = Table("experiment", "status", "done", "failed", "trials", "created")
+            for r in rows:
+                table.add_row(escape(r["name"]), r["status"], str(r["done"]), str(r["failed"]),
+                              str(r["trials"]), r["created_at"][:19])
+            console.print(table if rows else "no experiments yet: labcoat run design.yaml")
+            return
+        data = reports.status_data(session, store.find_experiment(session, experiment))
+    if as_json:
+        print_json(data)
+    else:
+        reports.print_status(data, console)
+
+
+def show(
+    experiment: Annotated[str, typer.Argument(
+        metavar="EXP|EXP/TRIAL", help="experiment name (or id); with --provenance, one trial")],
+    as_json: JsonFlag = False,
+    provenance: Annotated[bool, typer.Option(
+        "--provenance", help="what the trial ran with: code commit and diff, design hash, "
+        "command, params, seeds, environment, data fingerprints")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="with --provenance: print the recorded "
+                                       "uncommitted diff")] = False,
+) -> None:
+    """One experiment: its design and every trial with status, attempts and params."""
+    from labcoat import report as reports
+    from labcoat import store
+
+    if provenance:
+        show_provenance(experiment, as_json=as_json, diff=diff)
+        return
+    if "/" in experiment:
+        raise LabcoatError(f"{experiment!r} names a trial; `labcoat show {experiment} "
+                           "--provenance` shows what it ran with, `labcoat show "
+                           f"{experiment.split('/')[0]}` the whole experiment")
+    with store_session() as session:
+        exp = store.find_experiment(session, experiment)
+        data = reports.status_data(session, exp)
+        design = exp.design_yaml
+    if as_json:
+        print_json(data)
+        return
+    if design:
+        console.print(f"[bold]design[/] ({escape(data['experiment']['design_hash'][:12])}):")
+        console.print(escape(design.rstrip()), highlight=False)
+    reports.print_status(data, console)
+
+
+def export(
+    experiment: ExpArg,
+    items: Annotated[bool, typer.Option("--items", help="eval item results instead of metrics")
+                     ] = False,
+) -> None:
+    """Every metric point (or eval item) as JSON lines on stdout; a value that is not finite
+    (a diverged loss) is null, so the lines stay strict JSON."""
+    from labcoat import store
+
+    with store_session() as session:
+        exp = store.find_experiment(session, experiment)
+        trials = {t.id: t for t in exp.trials}
+        out = sys.stdout
+        if items:
+            for row in store.eval_items(session, list(trials)):
+                t = trials[row.trial_id]
+                variant = {"variant": row.variant} if row.variant else {}  # e.g. a template
+                out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
+                                      "step": row.step, "task": row.task, "item": row.item,
+                                      "score": strict(row.score), **variant}) + "\n")
+        else:
+            for row in store.metric_points(session, list(trials)):
+                t = trials[row.trial_id]
+                out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
+                                      "name": row.name, "step": row.step,
+                                      "value": strict(row.value)}) + "\n")
+
+
+def report(experiment: ExpArg, as_json: JsonFlag = False,
+           html: Annotated[Path | None, typer.Option(
+               "--html", help="also write a self-contained HTML report (plots, opens "
+               "offline) to this file; needs labcoat[ui]")] = None) -> None:
+    """Per-arm results with 95% CIs, variant-vs-control differences, and the verdict."""
+    from labcoat import report as reports
+    from labcoat import store
+
+    if html is not None:  # the HTML report (issue 11): web-ready page, same analysis
+        with store_session() as session:
+            size = reports.write_html_report(session, store.find_experiment(session, experiment),
+                                             html)
+        console.print(f"wrote {escape(str(html))} ({size / 1e6:.1f} MB, self-contained)")
+        return
+    with store_session() as session:
+        analysis = reports.analyze(session, store.find_experiment(session, experiment))
+    if as_json:
+        print_json(reports.analysis_dict(analysis))
+    else:
+        reports.print_report(analysis, console)
+
+
+def compare(
+    a: Annotated[Path, typer.Argument(help="results of model A (per item)")],
+    b: Annotated[Path, typer.Argument(help="results of model B on the same items")],
+    metric: Annotated[str | None, typer.Option(help="score field (default: score, or the "
+                                                    "file's only metric)")] = None,
+    filter_: Annotated[str | None, typer.Option("--filter", help="lm-eval-harness filter, "
+                                                "when a file has several")] = None,
+    as_json: JsonFlag = False,
+    experiment: Annotated[str | None, typer.Option(
+        help="A and B are arms (or trials) of this experiment in the store, e.g. imported "
+             "with `labcoat import`")] = None,
+) -> None:
+    """B minus A on the items both scored: paired difference with 95% CI, per task.
+
+    Files: CSV/JSON/JSONL with item and score fields (task and cluster optional),
+    lm-eval-harness --log_samples JSONL (or their directory), Inspect AI .eval/.json logs.
+    """
+    from labcoat import evals
+    from labcoat import report as reports
+
+    if experiment is not None:
+        scores_a, scores_b = _stored_scores(experiment, str(a), str(b))
+    else:
+        scores_a = evals.load_item_scores(a, metric=metric, filter=filter_)
+        scores_b = evals.load_item_scores(b, metric=metric, filter=filter_)
+    try:
+        result = evals.compare_item_scores(scores_a, scores_b)
+    except ValueError as e:
+        raise LabcoatError(str(e)) from None
+    if as_json:
+        print_json(reports.file_comparison_dict(result))
+    else:
+        reports.print_file_comparison(result, console)
+
+
+def _stored_scores(experiment: str, a: str, b: str) -> tuple[Any, Any]:
+    from labcoat import report as reports
+    from labcoat import store
+
+    with store_session() as session:
+        exp = store.find_experiment(session, experiment)
+        return (reports.stored_item_scores(session, exp, a),
+                reports.stored_item_scores(session, exp, b))

@@ -1,0 +1,141 @@
+"""Verbs that run trials: run, import, demo."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from labcoat.cli._common import console
+from labcoat.cli._design import example_design
+from labcoat.cli._results import report
+from labcoat.errors import LabcoatError
+
+
+def run(
+    design: Annotated[Path, typer.Argument(help="the design file (YAML)")],
+    parallel: Annotated[int | None, typer.Option("--parallel", "-j", min=1,
+                        help="trials at a time (default: design's parallelism, else CPUs)")] = None,
+    plain: Annotated[bool, typer.Option(help="plain progress lines instead of a live table")
+                     ] = False,
+    chaos: Annotated[str | None, typer.Option(
+        help="inject faults, e.g. 'kill@20s,corrupt@30s,kill-in-save@2,disk-full@3,"
+             "torn-journal@50' (see README)")] = None,
+    chaos_seed: Annotated[int, typer.Option(help="seed of the chaos schedule")] = 0,
+    amend: Annotated[str | None, typer.Option(
+        help="why the frozen analysis plan (hypotheses, metrics, correction) changes; the "
+             "report shows it")] = None,
+    until_decisive: Annotated[bool, typer.Option(
+        "--until-decisive", help="add seeds in rounds until an anytime-valid test of the "
+        "first hypothesis is decisive, or --max-seeds")] = False,
+    max_seeds: Annotated[int | None, typer.Option(
+        min=2, help="seeds per arm a sequential run may use (default: budget, else 50)")] = None,
+    round_size: Annotated[int | None, typer.Option(
+        min=1, help="seeds added per round (default: parallelism)")] = None,
+    executor: Annotated[str, typer.Option(
+        help="where trials run: local (default), ray or slurm (see README)")] = "local",
+    address: Annotated[str | None, typer.Option(
+        help="--executor ray: the Ray cluster's HOST:PORT")] = None,
+    partition: Annotated[str | None, typer.Option(
+        help="--executor slurm: the partition to submit to")] = None,
+    slurm: Annotated[list[str] | None, typer.Option(
+        help="--executor slurm: an sbatch setting KEY=VALUE, e.g. account=ml (repeatable); "
+             "cluster=local runs the jobs with submitit's local executor")] = None,
+) -> None:
+    """Run every unfinished trial of DESIGN; run it again to resume after a stop."""
+    from labcoat.monitor import run_until_decisive, standard_monitors
+    from labcoat.runner import ExecutorConfig, parse_settings, run_design
+
+    runs_on = ExecutorConfig(name=executor, address=address, partition=partition,
+                             slurm=parse_settings(slurm or []))
+
+    if until_decisive:
+        if chaos:
+            raise LabcoatError("--chaos and --until-decisive do not combine; run them apart")
+        outcome = run_until_decisive(design, max_seeds=max_seeds, round_size=round_size,
+                                     console=console, plain=plain or None, amend=amend,
+                                     parallelism=parallel, executor=runs_on)
+        for summary in outcome.summaries[-1:]:
+            _print_run_summary(summary)
+        return
+    summary = run_design(design, parallelism=parallel, console=console, plain=plain or None,
+                         chaos=chaos, chaos_seed=chaos_seed, amend=amend, executor=runs_on,
+                         monitors=standard_monitors())
+    _print_run_summary(summary)
+
+
+def _print_run_summary(summary: Any) -> None:
+    console.print(f"{len(summary.done)} trial(s) finished now, {len(summary.skipped)} earlier, "
+                  f"{len(summary.failed)} failed")
+    if summary.failed:
+        console.print(f"[red]failed:[/] {escape(', '.join(summary.failed))}; "
+                      f"`labcoat diagnose {escape(summary.experiment)}` says why (cause, step, "
+                      "rank, evidence)")
+        raise typer.Exit(1)
+    console.print(f"next: labcoat report {escape(summary.experiment)}")
+
+
+def import_command(
+    paths: Annotated[list[Path], typer.Argument(
+        help="result files or directories: lm-eval-harness --log_samples output, Inspect AI "
+             ".eval/.json logs, or CSV/JSON/JSONL item scores")],
+    experiment: Annotated[str, typer.Option(help="experiment to import into (created if new)")],
+    arm: Annotated[str, typer.Option(help="the model or arm these results belong to")],
+    seed: Annotated[int | None, typer.Option(help="the seed, if the arm has several")] = None,
+    metric: Annotated[str | None, typer.Option(help="score field (default: the only one); "
+                                               "Inspect: scorer or scorer.key")] = None,
+    filter_: Annotated[str | None, typer.Option("--filter", help="lm-eval-harness filter, "
+                                                "when a file has several")] = None,
+) -> None:
+    """Store per-item results computed elsewhere as arm ARM of EXPERIMENT, so `labcoat
+    compare --experiment` and `labcoat report` put paired error bars on them."""
+    from labcoat.runner import import_results
+
+    done = import_results(paths, experiment=experiment, arm=arm, seed=seed, metric=metric,
+                          filter=filter_)
+    tasks = ", ".join(f"{escape(t)} ({n})" for t, n in done.tasks.items())
+    console.print(f"imported {sum(done.tasks.values())} item scores ({done.format}, metric "
+                  f"{escape(done.metric)}) as {escape(done.experiment)}/{escape(done.trial)}: "
+                  f"{tasks}", soft_wrap=True)
+    for note in done.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+    console.print(f"next: labcoat report {escape(done.experiment)}", soft_wrap=True)
+
+
+def demo(
+    steps: Annotated[int | None, typer.Option(help="override training steps (e.g. for a quick "
+                                                   "smoke run)", min=1)] = None,
+) -> None:
+    """Run the example experiment in a temporary home and print its report."""
+    from importlib.util import find_spec
+
+    from labcoat.monitor import standard_monitors
+    from labcoat.runner import run_design
+
+    if find_spec("torch") is None:  # tinylm is a PyTorch model: say so before six trials fail
+        raise LabcoatError("labcoat demo trains tinylm, a PyTorch model, and torch is not "
+                           "installed here: pip install torch==2.13.0 (the CPU wheel), or "
+                           "pip install 'labcoat[torch]', then run labcoat demo again")
+    home = Path(tempfile.mkdtemp(prefix="labcoat-demo-"))
+    os.environ["LABCOAT_HOME"] = str(home)
+    os.environ.pop("LABCOAT_DB", None)
+    text = example_design()
+    if steps is not None:  # shorter runs: warmup and eval cadence shrink in proportion
+        text = re.sub(r"(?m)^  steps: \d+", f"  steps: {steps}", text)
+        text = text.replace("{warmup: 500}", f"{{warmup: {max(1, steps // 6)}}}")
+        text = text.replace("every: 300,", f"every: {max(1, steps // 10)},")
+    design = home / "design.yaml"
+    design.write_text(text, encoding="utf-8")
+    console.print(f"labcoat demo: running {escape(str(design))} (home: {escape(str(home))})")
+    summary = run_design(design, console=console, monitors=standard_monitors())
+    console.print()
+    report(summary.experiment)
+    console.print(f"\n[dim]Results stay in {escape(str(home))}; explore them with "
+                  f"LABCOAT_HOME={escape(str(home))} labcoat show {summary.experiment}[/]")
+    if summary.failed:
+        raise typer.Exit(1)  # the example should never fail: a non-zero status says it did
