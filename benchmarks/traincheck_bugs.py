@@ -16,8 +16,8 @@ are in ``benchmarks/traincheck_dist.py``.
 from __future__ import annotations
 
 import argparse
-import logging
 import copy
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
