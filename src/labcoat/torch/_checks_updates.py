@@ -67,7 +67,10 @@ which includes a per-step write of the loop's own such as weight clipping); a
 parameter whose version advanced more over an interval than that count times
 its steps was written outside the optimizer (a skipped step or an unused
 parameter advances less, never more). Only the version counters the check steps
-read anyway are used.
+read anyway are used. Known false-alarm shape: weights swapped out and restored
+around evaluation (an EMA's ``store()``/``copy_to()``/``restore()``, as in
+diffusers' training scripts) are writes too, though the values come back; the
+rule is a warning, ``disable=["update.outside_step"]`` if a loop does that.
 """
 
 from __future__ import annotations
