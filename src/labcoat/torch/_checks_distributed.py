@@ -41,17 +41,25 @@ step number, its backward passes since the last check and its mean work time.
 Checksums are bit-exact and independent of reduction order, so healthy
 replicas agree exactly (all-reduce results are bit-identical on every rank).
 The first-step check sees a bad initial broadcast, or gradients that were
-never reduced, before the first update. The collective runs inside
-``optimizer.step()`` on every rank at the same step: all ranks must watch with
-the same ``distributed_every`` and ``start_step``. Not covered: ranks that
-legitimately run different numbers of steps (``Join`` for uneven inputs: the
-gather waits for the joined rank), local-SGD style training whose replicas
-differ between averaging steps by design (disable ``dist.param_drift``).
+never reduced, before the first update.
+
+The gather runs asynchronously on a process group of its own (the same ranks,
+created once per data-parallel group with local synchronization): it is judged
+at the first later step that finds it complete, and waited for at the next
+gather or at ``close()`` (at most CLOSE_WAIT_S). So a rank that is a step
+behind the others (it skipped an optimizer step) neither pairs the guard's
+collective with the loop's own all-reduces nor deadlocks against them: the
+gather completes when the late rank reaches it, and the counts show the skip.
+All ranks must watch with the same ``distributed_every`` and ``start_step``.
+Not covered: ranks that legitimately run different numbers of steps (``Join``
+for uneven inputs), local-SGD style training whose replicas differ between
+averaging steps by design (disable ``dist.param_drift``).
 """
 
 from __future__ import annotations
 
 import collections
+import datetime
 import time
 from typing import Any
 
@@ -65,6 +73,7 @@ from labcoat.torch._measure import Transfer, checksums
 STRAGGLER_CHECKS = 5  # work times kept per rank; a straggler is slow in the median of them
 WARMUP_CHECKS = 2  # checks not used for stragglers
 EXTRA = 3  # gathered after the checksums: step number, backward passes, work time (us)
+CLOSE_WAIT_S = 30.0  # close() waits this long for the last gather (the other ranks' steps)
 STRAGGLER_FLOOR_S = 0.02  # ... and a straggler is this many seconds slower per step (the
 # runner's floor for rank stragglers, runner/_ranks.py: timer and load noise)
 
@@ -94,6 +103,8 @@ class Distributed(Check):
             self.world = dist.get_world_size(self.group)
             self.rank = dist.get_rank(self.group)
         self.handle = None
+        self.comm: Any = None  # the guard's own process group (same ranks as self.group)
+        self.pending: tuple[Any, list[torch.Tensor], int, np.ndarray, np.ndarray] | None = None
         self.last_forward_end: float | None = None
         self.mark = time.perf_counter()
         self.work = 0.0
@@ -102,6 +113,7 @@ class Distributed(Check):
         self.history: collections.deque[np.ndarray] = collections.deque(maxlen=STRAGGLER_CHECKS)
         self.checks = 0
         if self.world > 1 and super().active():
+            self.comm = _comm_group(self.group)
             self.handle = ctx.model.register_forward_hook(self._forward_end)
 
     def active(self) -> bool:
@@ -110,6 +122,13 @@ class Distributed(Check):
     def close(self) -> None:
         if self.handle is not None:
             self.handle.remove()
+        if self.pending is not None:
+            try:
+                self.pending[0].wait(timeout=datetime.timedelta(seconds=CLOSE_WAIT_S))
+            except RuntimeError:  # the other ranks never reached the last gather
+                self.pending = None
+                return
+            self._judge()
 
     def _forward_end(self, module: Any, args: Any, output: Any) -> None:
         if not self.ctx.internal and self.ctx.training_now():
@@ -124,11 +143,16 @@ class Distributed(Check):
             self.work += end - self.mark
             self.work_steps += 1
         self.backwards += step.backwards
-        if self._due(step.number):
+        due = self._due(step.number)
+        if self.pending is not None and (due or self.pending[0].is_completed()):
+            self.pending[0].wait()  # at a gather: keep the guard's collectives in order
+            self._judge()
+        if due:
             with torch.no_grad():
-                self._gather(step, xfer)
+                self._gather(step)
 
-    def _gather(self, step: Step, xfer: Transfer) -> None:
+    def _gather(self, step: Step) -> None:
+        """Start the all_gather of this rank's checksums, counts and work time."""
         params = self.ctx.params
         device = params.tensors[0].device
         if dist.get_backend(self.group) == "nccl":
@@ -139,28 +163,30 @@ class Distributed(Check):
                            torch.tensor([step.number, self.backwards, mean_us], dtype=torch.int64,
                                         device=device)])
         gathered = [torch.empty_like(local) for _ in range(self.world)]
-        dist.all_gather(gathered, local, group=self.group)
-        xfer.add("dist.gathered", torch.stack(gathered))
+        work = dist.all_gather(gathered, local, group=self.comm, async_op=True)
+        present = np.fromiter((g is not None for g in step.grads), bool, len(step.grads))
+        self.pending = (work, gathered, step.number, params.judged.copy(), present)
         self.work, self.work_steps, self.backwards = 0.0, 0, 0
 
-    def on_pre_step(self, step: Step) -> None:
-        table = step.values.get("dist.gathered")
-        if table is None:
-            return
-        n = len(self.ctx.params)
-        table = table.reshape(self.world, 2 * n + EXTRA)
+    def _judge(self) -> None:
+        """Compare the ranks' rows of the completed gather (step `number`'s)."""
+        assert self.pending is not None
+        _, gathered, number, judged, present = self.pending
+        self.pending = None
+        n = len(judged)
+        table = torch.stack(gathered).cpu().numpy().reshape(self.world, 2 * n + EXTRA)
         grads, params, work = table[:, :n], table[:, n:2 * n], table[:, -1] / 1e6
-        self._counts(step.number, table[:, 2 * n], table[:, 2 * n + 1])
-        judged = self.ctx.params.judged
-        self._compare(step.number, params, judged, "dist.param_drift", "critical",
+        self._counts(number, table[:, 2 * n], table[:, 2 * n + 1])
+        self._compare(number, params, judged, "dist.param_drift", "critical",
                       "weights differ across data-parallel replicas before step {n}: {who} "
                       "drifted in {names} (a skipped or repeated update, a bad broadcast, "
-                      "nondeterminism or memory corruption)")
-        present = np.fromiter((g is not None for g in step.grads), bool, n)
-        self._compare(step.number, grads, judged & present, "dist.grad_unsynced", "error",
+                      "a transfer that lost or damaged data, nondeterminism or memory "
+                      "corruption)")
+        self._compare(number, grads, judged & present, "dist.grad_unsynced", "error",
                       "replicas are about to apply different gradients at step {n}: {who} "
-                      "differ in {names} (all-reduce missing, no_sync() left on)")
-        self._stragglers(step.number, work)
+                      "differ in {names} (all-reduce missing or bypassed, no_sync() left on, "
+                      "DDP's hooks lost when the parameters were replaced)")
+        self._stragglers(number, work)
 
     def _counts(self, number: int, steps: np.ndarray, backwards: np.ndarray) -> None:
         """Same optimizer step and same backward passes since the last check on every rank."""
@@ -234,3 +260,22 @@ def _odd_ranks(table: np.ndarray) -> list[int]:
     if votes * 2 <= len(rows):
         return []
     return [i for i, r in enumerate(rows) if r != common]
+
+
+_COMM: dict[int, tuple[Any, Any]] = {}  # id(data-parallel group) -> (that group, guard's group)
+
+
+def _comm_group(group: Any) -> Any:
+    """The guard's process group over the ranks of `group` (None: the world), made once.
+
+    Its own group keeps the guard's asynchronous gathers out of the sequence of the loop's
+    collectives; local synchronization lets a data-parallel subgroup create it alone.
+    """
+    base = dist.group.WORLD if group is None else group
+    cached = _COMM.get(id(base))
+    if cached is not None and cached[0] is base:  # the same live group (ids can be reused)
+        return cached[1]
+    comm = dist.new_group(ranks=dist.get_process_group_ranks(base),
+                          backend=dist.get_backend(base), use_local_synchronization=True)
+    _COMM[id(base)] = (base, comm)
+    return comm
