@@ -98,8 +98,9 @@ def test_logged_templates_reach_the_store_and_the_report(home):
         run = labcoat.init(experiment="prompts", arm=arm, seed=0)
         evals.evaluate_templates(ITEMS, _toy(arm), run=run, step=10)
         run.finish()
-    from labcoat import store
+    from labcoat import runner, store
 
+    runner.ingest_adhoc_runs(store.open_store())  # what `labcoat status` would do first
     with store.open_store().session() as session:
         trials = store.find_experiment(session, "prompts").trials
         rows = store.variant_eval_items(session, [t.id for t in trials])

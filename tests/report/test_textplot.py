@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from labcoat.report._textplot import loglog_plot
+from labcoat.analysis._textplot import loglog_plot
 
 
 def test_marks_land_on_a_log_log_grid():

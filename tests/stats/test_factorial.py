@@ -14,12 +14,12 @@ from labcoat.stats._checks import StatsWarning
 from labcoat.stats._factorial import (
     _STANDARD,
     FactorialDesign,
-    factorial_effects,
     fractional_factorial,
     full_factorial,
     full_factorial_levels,
-    suggest_fractional,
 )
+from labcoat.stats._factorial_effects import factorial_effects
+from labcoat.stats._factorial_plan import suggest_fractional
 from labcoat.stats._power import seeds_needed
 
 # --- helpers ---------------------------------------------------------------------

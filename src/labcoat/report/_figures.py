@@ -16,7 +16,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from labcoat.report._analysis import AGGREGATES, MACRO, ArmResult, Comparison, HypothesisResult
+from labcoat.analysis import AGGREGATES, MACRO, ArmResult, Comparison, HypothesisResult
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
            "#e377c2", "#7f7f7f", "#bcbd22")

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from labcoat.evals import FileComparison
-from labcoat.report._terminal import _json_safe
 
 
 def print_file_comparison(c: FileComparison, console: Console) -> None:
@@ -47,23 +44,3 @@ def print_file_comparison(c: FileComparison, console: Console) -> None:
     console.print(table)
     for message in c.warnings:
         console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
-
-
-def file_comparison_dict(c: FileComparison) -> dict[str, Any]:
-    def diff(d):
-        return {k: getattr(d, k) for k in ("estimate", "low", "high", "se", "p_value", "method",
-                                           "n", "correlation", "ci")}
-
-    return _json_safe({
-        "a": {"path": c.a.path, "format": c.a.format, "metric": c.a.metric},
-        "b": {"path": c.b.path, "format": c.b.format, "metric": c.b.metric},
-        "paired": c.paired,
-        "tasks": [{"task": t.task, "items_a": t.n_a, "items_b": t.n_b, "mean_a": t.mean_a,
-                   "mean_b": t.mean_b, "difference": diff(t.difference),
-                   "adjusted": diff(t.adjusted.difference) if t.adjusted else None,
-                   "family": ({"method": t.adjusted.method, "size": t.adjusted.family_size}
-                              if t.adjusted else None)}
-                  for t in c.tasks],
-        "overall": diff(c.overall),
-        "only_a": c.only_a, "only_b": c.only_b, "warnings": c.warnings,
-    })

@@ -16,16 +16,16 @@ from collections.abc import Callable
 from html import escape
 from typing import Any
 
-from labcoat.errors import LabcoatError
-from labcoat.report._analysis import (
+from labcoat.analysis import (
     AGGREGATES,
     MACRO,
     SEED_CAVEAT,
     Comparison,
     HypothesisResult,
+    ReportPage,
     verdict_word,
 )
-from labcoat.report._page import ReportPage
+from labcoat.errors import LabcoatError
 from labcoat.report._status import goodput_line
 from labcoat.report._terminal import _interval  # one wording of an interval in both reports
 from labcoat.stats import Adjusted, Difference
@@ -440,7 +440,7 @@ def write_html_report(session: Any, experiment: Any, path: Any) -> int:
     import os
     from pathlib import Path
 
-    from labcoat.report._page import report_page
+    from labcoat.analysis import report_page
 
     target = Path(path)
     if target.is_dir():

@@ -13,56 +13,8 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy.orm import Session
 
-from labcoat import store
-from labcoat.runner import LOSSES, Goodput, experiment_goodput
-from labcoat.store import Attempt, Experiment
-
-
-def experiment_summary(exp: Experiment) -> dict[str, Any]:
-    statuses = [t.status for t in exp.trials]
-    return {"id": exp.id, "name": exp.name, "status": store.experiment_status(exp),
-            "design_hash": exp.design_hash, "created_at": exp.created_at.isoformat(),
-            "trials": len(statuses), "done": statuses.count("done"),
-            "failed": statuses.count("failed")}
-
-
-def status_data(session: Session, exp: Experiment) -> dict[str, Any]:
-    per_trial, total = experiment_goodput(session, exp)
-    alert_rows = store.alerts(session, [t.id for t in exp.trials])
-    trials = []
-    for t in exp.trials:
-        last = store.last_attempt(t)
-        trials.append({
-            "id": t.id, "key": t.key, "arm": t.arm, "seed": t.seed, "status": t.status,
-            "attempts": len(t.attempts), "params": t.params, "command": t.command,
-            "last_step": last.last_step if last else None, "total_steps": t.total_steps,
-            "cause": last.cause if last else None, "run_dir": last.run_dir if last else None,
-            "attempt_history": [_attempt_dict(a, prev) for prev, a in
-                                zip([None, *t.attempts], t.attempts, strict=False)],
-            "goodput": _goodput_dict(per_trial[t.key]),
-            "alerts": [{"step": a.step, "rule": a.rule, "severity": a.severity,
-                        "message": a.message, "evidence": a.evidence}
-                       for a in alert_rows if a.trial_id == t.id],
-        })
-    return {"experiment": experiment_summary(exp), "trials": trials,
-            "goodput": _goodput_dict(total)}
-
-
-def _attempt_dict(a: Attempt, previous: Attempt | None) -> dict[str, Any]:
-    lost = None
-    if previous is not None and previous.last_step is not None and a.restored_step is not None:
-        lost = max(0, previous.last_step - a.restored_step)
-    return {"number": a.number, "started_at": a.started_at.isoformat(),
-            "seconds": a.seconds(), "cause": a.cause, "exit_code": a.exit_code,
-            "host": a.host, "reached_step": a.last_step, "resumed_from": a.restored_step,
-            "steps_redone": lost}
-
-
-def _goodput_dict(g: Goodput) -> dict[str, Any]:
-    return {"ratio": g.ratio, "wall_s": g.wall_s, "productive_s": g.productive_s,
-            "lost_s": dict(g.lost), "queued_s": g.queued_s, "redone_steps": g.redone_steps}
+from labcoat.runner import LOSSES
 
 
 def print_status(data: dict[str, Any], console: Console) -> None:
@@ -89,6 +41,9 @@ def print_status(data: dict[str, Any], console: Console) -> None:
                           soft_wrap=True)
 
 
+_ALERT_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
+
+
 def print_alerts(trials: list[dict[str, Any]], console: Console, limit: int = 20) -> None:
     """Guard alerts, worst first, at most `limit` lines."""
     rows = [(t["key"], a) for t in trials for a in t.get("alerts", [])]
@@ -103,9 +58,6 @@ def print_alerts(trials: list[dict[str, Any]], console: Console, limit: int = 20
                       soft_wrap=True)
     if len(rows) > limit:
         console.print(f"  ... {len(rows) - limit} more (labcoat status EXP --json)")
-
-
-_ALERT_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
 
 
 def _attempts_table(trials: list[dict[str, Any]]) -> Table:

@@ -11,13 +11,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from labcoat.report._analysis import (
+from labcoat.analysis import (
     AGGREGATES,
     MACRO,
     SEED_CAVEAT,
     Analysis,
     Comparison,
     HypothesisResult,
+    json_safe,
     verdict_word,
 )
 from labcoat.report._evals import print_evaluations, print_prompts
@@ -216,14 +217,4 @@ def analysis_dict(analysis: Analysis) -> dict[str, Any]:
     data = dataclasses.asdict(analysis)
     for result, raw in zip(analysis.results, data["results"], strict=True):
         raw["hypothesis"] = result.hypothesis.model_dump()
-    return _json_safe(data)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+    return json_safe(data)

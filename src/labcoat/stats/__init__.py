@@ -36,13 +36,13 @@ from labcoat.stats._checks import StatsWarning
 from labcoat.stats._curves import compare_curves, summarize_curves
 from labcoat.stats._factorial import (
     FactorialDesign,
-    factorial_effects,
     fractional_factorial,
     full_factorial,
     full_factorial_levels,
-    suggest_fractional,
 )
-from labcoat.stats._factorial import Suggestion as FactorialSuggestion
+from labcoat.stats._factorial_effects import factorial_effects
+from labcoat.stats._factorial_plan import Suggestion as FactorialSuggestion
+from labcoat.stats._factorial_plan import suggest_fractional
 from labcoat.stats._generalize import Generalization, generalization
 from labcoat.stats._items import (
     ResampledMean,

@@ -39,7 +39,7 @@ from labcoat.store._queries import (
     variant_eval_items,
     verified_checkpoints,
 )
-from labcoat.store._values import ItemScores, primary_values
+from labcoat.store._values import TrialItemScores, primary_values
 from labcoat.store._write import (
     add_missing_trials,
     end_attempt,
@@ -66,7 +66,7 @@ __all__ = [
     "EvalItem",
     "Event",
     "Experiment",
-    "ItemScores",
+    "TrialItemScores",
     "MetricPoint",
     "Provenance",
     "Store",

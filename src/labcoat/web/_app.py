@@ -12,14 +12,14 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.orm import Session
 
-from labcoat import report, store
+from labcoat import analysis, report, store
 from labcoat.errors import LabcoatError
 from labcoat.runner import ingest_adhoc_runs
 from labcoat.store import Experiment, Trial
 from labcoat.web import _pages
 from labcoat.web._cache import PageCache
 from labcoat.web._config import UIConfig
-from labcoat.web._security import Guard
+from labcoat.web._security import AccessControl
 
 
 class NotFound(LabcoatError):
@@ -32,12 +32,12 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
     db = store.open_store(config.database)
     pages = PageCache()
     app = FastAPI(title="labcoat", docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_middleware(Guard, config=config)
+    app.add_middleware(AccessControl, config=config)
     app.state.store = db
     app.state.config = config
 
-    def analysis(s: Session, exp: Experiment) -> report.Analysis:
-        return pages.get("analysis", exp, lambda: report.analyze(s, exp))
+    def analyzed(s: Session, exp: Experiment) -> analysis.Analysis:
+        return pages.get("analysis", exp, lambda: analysis.analyze(s, exp))
 
     def live(exp: Experiment) -> int | None:
         """Reload while any trial is pending or running: the page's own queries may see a
@@ -56,7 +56,7 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
     def experiments() -> str:
         ingest_adhoc_runs(db)  # scripts that finished since: the SDK never writes the store
         with db.session() as s:
-            return _pages.experiments_page(_experiment_rows(s, analysis))
+            return _pages.experiments_page(_experiment_rows(s, analyzed))
 
     @app.get("/experiments/{name:path}", response_class=HTMLResponse)
     def experiment(name: str) -> str:
@@ -68,8 +68,8 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
                 # curves (SQLite, which releases the GIL) beside the analysis (numpy)
                 with ThreadPoolExecutor(max_workers=1) as pool:
                     curves = pool.submit(_curves_apart, db, exp.name)
-                    a = analysis(s, exp)
-                    page = report.report_page(s, exp, analysis=a, curves=curves.result())
+                    a = analyzed(s, exp)
+                    page = analysis.report_page(s, exp, analysis=a, curves=curves.result())
                 return report.render_html(
                     page, plotly_src=_pages.PLOTLY_SRC, refresh=refresh, back_href="/",
                     trial_href=lambda key: _pages.trial_href(exp.name, key))
@@ -81,8 +81,8 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
         with db.session() as s:
             exp = _find(s, experiment)
             t = _trial(exp, key)
-            data = report.trial_data(s, t)
-            curves = report.trial_curves(s, t)
+            data = analysis.trial_data(s, t)
+            curves = analysis.trial_curves(s, t)
             plots = [report.figure_html(report.trial_curve_plot(metric, c), f"fig{i}")
                      for i, (metric, c) in enumerate(curves.items())]
             refresh = config.refresh if t.status == "running" else None
@@ -93,12 +93,12 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
     def compare(a: str = Query(...), b: str = Query(...)) -> str:
         with db.session() as s:
             exps = [_find(s, a), _find(s, b)]
-            sides = [_side(exp, analysis(s, exp)) for exp in exps]
+            sides = [_side(exp, analyzed(s, exp)) for exp in exps]
             names = [store.metric_names(s, [t.id for t in exp.trials]) for exp in exps]
             plots = []
             for i, metric in enumerate(m for m in names[0] if m in names[1]):
                 curves = [pages.get(f"curves:{metric}", exp,
-                                    lambda e=exp, m=metric: report.arm_curves(s, e, m))
+                                    lambda e=exp, m=metric: analysis.arm_curves(s, e, m))
                           for exp in exps]
                 plots.append(report.figure_html(report.overlay_plot(
                     metric, [(e.name, c) for e, c in zip(exps, curves, strict=True)]),
@@ -116,14 +116,14 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
     def api_experiments() -> list[dict[str, Any]]:
         ingest_adhoc_runs(db)
         with db.session() as s:
-            return _experiment_rows(s, analysis)
+            return _experiment_rows(s, analyzed)
 
     @app.get("/api/experiments/{name:path}")
     def api_experiment(name: str) -> dict[str, Any]:
         with db.session() as s:
             exp = _find(s, name)
-            return {"experiment": report.experiment_summary(exp),
-                    "report": report.analysis_dict(analysis(s, exp))}
+            return {"experiment": analysis.experiment_summary(exp),
+                    "report": report.analysis_dict(analyzed(s, exp))}
 
     @app.get("/api/curves")
     def api_curves(experiment: str = Query(...), metric: str = Query(...),
@@ -131,14 +131,15 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
         with db.session() as s:
             exp = _find(s, experiment)
             return {"metric": metric, "points": points,
-                    "arms": report.arm_curves(s, exp, metric, points=points)}
+                    "arms": analysis.arm_curves(s, exp, metric, points=points)}
 
     @app.get("/api/trial")
     def api_trial(experiment: str = Query(...), key: str = Query(...),
                   points: int = Query(1000, ge=3, le=1_000_000)) -> dict[str, Any]:
         with db.session() as s:
             t = _trial(_find(s, experiment), key)
-            return {**report.trial_data(s, t), "curves": report.trial_curves(s, t, points=points)}
+            return {**analysis.trial_data(s, t),
+                    "curves": analysis.trial_curves(s, t, points=points)}
 
     return app
 
@@ -146,7 +147,7 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
 def _curves_apart(db: store.Store, name: str) -> dict[str, Any]:
     """report_page's curves in a session of their own (sessions are not shared by threads)."""
     with db.session() as s:
-        return report.page_curves(s, store.find_experiment(s, name))
+        return analysis.page_curves(s, store.find_experiment(s, name))
 
 
 def _find(s: Session, name: str) -> Experiment:
@@ -161,17 +162,17 @@ def _trial(exp: Experiment, key: str) -> Trial:
                    f"{', '.join(t.key for t in exp.trials[:10])})")
 
 
-def _verdicts(a: report.Analysis) -> list[dict[str, str]]:
+def _verdicts(a: analysis.Analysis) -> list[dict[str, str]]:
     return [{"hypothesis": r.hypothesis.id or "H1", "variant": c.variant, "control": c.control,
              "verdict": c.verdict} for r in a.results for c in r.comparisons]
 
 
-def _experiment_rows(s: Session, analysis: Any) -> list[dict[str, Any]]:
-    return [{**report.experiment_summary(e), "verdicts": _verdicts(analysis(s, e))}
+def _experiment_rows(s: Session, analyzed: Any) -> list[dict[str, Any]]:
+    return [{**analysis.experiment_summary(e), "verdicts": _verdicts(analyzed(s, e))}
             for e in store.list_experiments(s)]
 
 
-def _side(exp: Experiment, a: report.Analysis) -> dict[str, Any]:
+def _side(exp: Experiment, a: analysis.Analysis) -> dict[str, Any]:
     first = a.results[0] if a.results else None
     arms = []
     for arm in first.arms if first else []:

@@ -28,7 +28,7 @@ HEADERS = {
 }
 
 
-class Guard(BaseHTTPMiddleware):
+class AccessControl(BaseHTTPMiddleware):
     def __init__(self, app: object, config: UIConfig) -> None:
         super().__init__(app)
         self.config = config

@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from labcoat import store
-from labcoat.report._analysis import Analysis, analyze
-from labcoat.report._curves import arm_curves
-from labcoat.report._status import experiment_summary
+from labcoat.analysis._curves import arm_curves
+from labcoat.analysis._experiment import Analysis, analyze
+from labcoat.analysis._status import experiment_summary
 from labcoat.review import Finding
 from labcoat.store import Experiment
 
@@ -102,7 +102,7 @@ def _timeline(session: Session, experiment: Experiment) -> list[dict[str, Any]]:
 
 def trial_data(session: Session, trial: Any, *, log_lines: int = 200) -> dict[str, Any]:
     """One trial for the dashboard: identity, attempts, alerts, checkpoints, last log lines."""
-    from labcoat.report._status import _attempt_dict
+    from labcoat.analysis._status import _attempt_dict
 
     attempts = [_attempt_dict(a, prev) for prev, a in
                 zip([None, *trial.attempts], trial.attempts, strict=False)]

@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from labcoat import store
-from labcoat.report._lttb import downsample
+from labcoat.analysis._lttb import downsample
 from labcoat.store import Experiment, Trial
 
 ARM_POINTS = 200  # per arm curve: a plot is a few hundred pixels wide

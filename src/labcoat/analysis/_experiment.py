@@ -27,12 +27,12 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from labcoat import spec, stats, store
-from labcoat.report._evals import evaluations_data, prompts_data
-from labcoat.report._scales import scales_data
-from labcoat.report._status import status_data
+from labcoat.analysis._evals import evaluations_data, prompts_data
+from labcoat.analysis._scales import scales_data
+from labcoat.analysis._status import status_data
 from labcoat.spec import Design, Hypothesis
 from labcoat.stats import Adjusted, Difference, Generalization, Interval, StatsWarning
-from labcoat.store import TRIAL_STATUSES, Experiment, ItemScores, Trial
+from labcoat.store import TRIAL_STATUSES, Experiment, Trial, TrialItemScores
 
 MACRO = "macro"
 FAMILY_METHOD = "holm"
@@ -373,17 +373,17 @@ def _why_excluded(trial: Trial) -> str:
 
 
 def _trial_values(session: Session, trials: list[Trial], hypothesis: Hypothesis
-                  ) -> tuple[dict[int, float], ItemScores]:
+                  ) -> tuple[dict[int, float], TrialItemScores]:
     return store.primary_values(session, trials, source=hypothesis.source,
                                 metric=hypothesis.metric)
 
 
-def _task_mean(items: ItemScores, trial_id: int, task: str) -> float | None:
+def _task_mean(items: TrialItemScores, trial_id: int, task: str) -> float | None:
     scores = items.get(trial_id, {}).get(task)
     return float(np.mean(list(scores.values()))) if scores else None
 
 
-def _bounds(hypothesis: Hypothesis, items: ItemScores) -> tuple[float, float] | None:
+def _bounds(hypothesis: Hypothesis, items: TrialItemScores) -> tuple[float, float] | None:
     """The metric's range: declared (`bounds:`), or [0, 1] for item scores that all lie in
     it (accuracy, exact match): intervals are kept inside it."""
     if hypothesis.bounds is not None:
@@ -411,7 +411,7 @@ def _warn_outside_unit_range(hypothesis: Hypothesis, arms: list[ArmResult]) -> N
             "stay inside it"), stacklevel=2)
 
 
-def _arm_result(arm: str, trials: list[Trial], values: dict[int, float], items: ItemScores,
+def _arm_result(arm: str, trials: list[Trial], values: dict[int, float], items: TrialItemScores,
                 tasks: list[str], bounds: tuple[float, float] | None) -> ArmResult:
     arm_values = [values[t.id] for t in trials]
     per_task = {}
@@ -424,7 +424,7 @@ def _arm_result(arm: str, trials: list[Trial], values: dict[int, float], items: 
 
 
 def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
-             values: dict[int, float], items: ItemScores, tasks: list[str],
+             values: dict[int, float], items: TrialItemScores, tasks: list[str],
              hypothesis: Hypothesis, seed_analysis: str,
              bounds: tuple[float, float] | None) -> Comparison:
     a, b = by_arm.get(control, []), by_arm.get(variant, [])
@@ -516,14 +516,14 @@ def _generalization(seed_diffs: dict[str, Difference], hypothesis: Hypothesis
                                 direction=hypothesis.direction)
 
 
-def _welch_task(a: list[Trial], b: list[Trial], items: ItemScores, task: str
+def _welch_task(a: list[Trial], b: list[Trial], items: TrialItemScores, task: str
                 ) -> Difference | None:
     xa = [m for t in a if (m := _task_mean(items, t.id, task)) is not None]
     xb = [m for t in b if (m := _task_mean(items, t.id, task)) is not None]
     return stats.welch(xa, xb) if len(xa) >= 2 and len(xb) >= 2 else None
 
 
-def _paired_task(a: list[Trial], b: list[Trial], items: ItemScores, task: str
+def _paired_task(a: list[Trial], b: list[Trial], items: TrialItemScores, task: str
                  ) -> Difference | None:
     """Per-item scores averaged over each arm's seeds, compared on the items all share."""
     score_sets = [items.get(t.id, {}).get(task, {}) for t in a + b]
@@ -542,7 +542,7 @@ def _paired_task(a: list[Trial], b: list[Trial], items: ItemScores, task: str
 
 
 def _runs_by_tasks(arms: list[ArmResult], comparisons: list[Comparison],
-                   by_arm: dict[str, list[Trial]], items: ItemScores, tasks: list[str],
+                   by_arm: dict[str, list[Trial]], items: TrialItemScores, tasks: list[str],
                    hypothesis: Hypothesis) -> None:
     """rliable's aggregates per arm and P(improvement) per variant, from each trial's
     per-task scores (runs x tasks), with stratified-bootstrap intervals."""
