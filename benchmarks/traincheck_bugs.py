@@ -1,6 +1,6 @@
 """Peer benchmark: TrainCheck's silent bugs re-expressed on CPU in plain PyTorch, guard on defaults.
 
-    .venv/bin/python benchmarks/traincheck_bugs.py [--seeds 10] [--only SUBSTRING]
+    .venv/bin/python benchmarks/traincheck_bugs.py [--seeds 10] [--only SUBSTRING] [--no-dist]
 
 Each case is one small plain-PyTorch loop with the bug switched on (from step
 ``ONSET`` unless the case says otherwise) and its clean twin (same loop, bug
@@ -10,7 +10,8 @@ or clean reference runs only where the case says so. Cases are named after the
 OrderLab TrainCheck-Evaluation-Workloads id they re-express
 (silent-issue-detection/README.md); each docstring says whether the loop is a
 faithful reproduction or the same mechanism in plain PyTorch. The distributed ids
-are in ``benchmarks/traincheck_dist.py``.
+are in ``benchmarks/traincheck_dist.py`` (2 gloo ranks); this command runs them too
+(``traincheck_dist.run``) unless ``--no-dist`` or ``--only`` is given.
 """
 
 from __future__ import annotations
@@ -566,17 +567,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
+    parser.add_argument("--no-dist", action="store_true", help="skip the distributed ids")
     args = parser.parse_args()
     seeds = range(args.seeds)
     print(f"{'id':46} {'caught':>7} {'rule':28} {'latency':>8} {'false alarms':>13}")
+    rows = []
     for name, case in CASES.items():
         if args.only not in name:
             continue
         m = measure(case, seeds)
-        extra = f"  ({','.join(m['false_rules'])})" if m["false"] else ""
-        print(f"{name:46} {m['caught']:>3}/{m['n']:<3} {','.join(m['rules']) or '-':28} "
-              f"{(m['latency'] if m['latency'] is not None else '-')!s:>8} "
-              f"{m['false']:>6}/{m['n']}{extra}", flush=True)
+        rows.append((name, m["caught"], m["false"]))
+        _row(name, m["caught"], len(seeds), m["rules"], m["latency"], m["false"],
+             m["false_rules"])
+    if not (args.no_dist or args.only):
+        import traincheck_dist  # beside this file (sys.path[0] when run as a script)
+
+        for r in traincheck_dist.run(args.seeds):
+            rows.append((r["id"], r["caught"], r["false_alarms"]))
+            _row(r["id"], r["caught"], r["seeds"], r["rules"], r["latency"],
+                 r["false_alarms"], r["clean_rules"])
+    every = sum(c == len(seeds) for _, c, _ in rows)
+    quiet = sum(f == 0 for _, _, f in rows)
+    print(f"caught in every seed: {every}/{len(rows)} cases; no false alarm on the clean "
+          f"twin in any seed: {quiet}/{len(rows)}")
+
+
+def _row(name: str, caught: int, n: int, rules: list[str], latency: int | None, false: int,
+         false_rules: list[str]) -> None:
+    extra = f"  ({','.join(false_rules)})" if false else ""
+    print(f"{name:46} {caught:>3}/{n:<3} {','.join(rules) or '-':28} "
+          f"{(latency if latency is not None else '-')!s:>8} {false:>6}/{n}{extra}", flush=True)
 
 
 if __name__ == "__main__":
