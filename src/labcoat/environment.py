@@ -23,7 +23,7 @@ LABCOAT_GUARD_REFERENCE (runner) JSON file of guard profiles of clean trials of 
                              for the guard's inferred invariants (labcoat.torch.watch)
 LABCOAT_REPLAY      (replay) JSON file describing a replay segment (`labcoat replay`): the
                              Checkpointer restores its checkpoint, attaches the probes and
-                             ends the process after its last step (labcoat.torch._replay)
+                             ends the process after its last step (labcoat.torch.checkpoint._replay)
 LABCOAT_REPLAY_BUDGET (user) record for replay: the Checkpointer keeps every checkpoint and
                              saves as often as this fraction of training time allows (e.g. 0.07)
 RANK, WORLD_SIZE     (torchrun) in a multi-rank trial (design `ranks: N`): this process's

@@ -14,9 +14,9 @@ from scipy import stats as sps
 
 import labcoat
 from helpers import cli
+from labcoat.cli._evals import subset_command
 from labcoat.errors import LabcoatError
 from labcoat.evals import choose_subset, result_matrix
-from labcoat.cli._evals import subset_command
 from labcoat.evals._subset import item_rest_correlation
 
 

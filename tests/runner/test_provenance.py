@@ -23,8 +23,8 @@ import pytest
 from helpers import cli
 from labcoat.errors import LabcoatError
 from labcoat.reproduce import replay_trial, rerun_trial
-from labcoat.runner._provenance import code_state
 from labcoat.reproduce._worktree import recorded_code
+from labcoat.runner._provenance import code_state
 
 SCRIPT = '''import sys
 import labcoat

@@ -231,6 +231,28 @@ def test_design_must_be_a_mapping(tmp_path: Path, text: str) -> None:
     assert "labcoat init" in message
 
 
+@pytest.mark.parametrize(("old", "new", "key", "first", "again"), [
+    ("seeds: 3", "seeds: 3\nseeds: 5", "seeds", "seeds: 3", "seeds: 5"),
+    ("    control: true", "    control: true\n    control: false", "control", "control: true",
+     "control: false"),
+])
+def test_a_key_given_twice_is_an_error_not_the_last_one(home: Path, tmp_path: Path, old: str,
+                                                         new: str, key: str, first: str,
+                                                         again: str) -> None:
+    """`seeds:` twice would silently keep the last (issue 22, point 6): lint and run say
+    where, in one line."""
+    from helpers import cli
+
+    text = _edit(old, new)
+    path, message = _error(tmp_path, text)
+    assert message.startswith(f"{path}:{_line(text, again)}: '{key}' appears twice (first at line "
+                              f"{_line(text, first)})")
+    for verb in ("lint", "run"):
+        done = cli(verb, str(path))
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert f"'{key}' appears twice" in done.stdout + done.stderr
+
+
 def test_missing_file(tmp_path: Path) -> None:
     """A path that does not exist is a LabcoatError naming it, not FileNotFoundError."""
     path = tmp_path / "nope.yaml"

@@ -172,6 +172,17 @@ def test_generalization_rejects_invalid_input(per_task: dict, kwargs: dict, matc
         generalization(per_task, **arguments)
 
 
+@pytest.mark.parametrize(("per_task", "got"), [
+    (np.array([[0.1, 0.2], [0.3, 0.4]]), "got ndarray"),  # a seeds x tasks array
+    ([0.1, 0.2], "got list"),
+    ({"a": 0.1, "b": 0.2}, "got a mapping to float"),
+])
+def test_generalization_given_numbers_says_what_it_takes(per_task, got) -> None:
+    """Not an IndexError from deep inside (issue 22, point 9)."""
+    with pytest.raises(TypeError, match=f"takes {{task name: Difference}}.*{got}$"):
+        generalization(per_task, smallest_effect=None)
+
+
 def test_one_task_carrying_a_heterogeneous_pool_is_not_broad():
     # 1 win, 0 losses, 9 ties with I^2 ~ 86%: the pooled CI excludes 0 because one task
     # moved a lot; Cochran's Q (recomputed here, scipy's chi2) rejects equal effects.

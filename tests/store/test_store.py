@@ -58,6 +58,37 @@ def test_migrations_produce_exactly_the_models_schema(db):
     assert version == "0005"
 
 
+def test_the_head_read_from_the_migration_files_is_alembics():
+    """open_store compares the store's revision with this head to skip importing Alembic."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from labcoat.store._db import MIGRATIONS, _script_head
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    assert _script_head() == ScriptDirectory.from_config(config).get_current_head()
+
+
+def test_rows_naming_their_columns_in_another_order_are_stored_alike(db):
+    """The SQLite upsert sends plain tuples: each row's values go to their own columns
+    whatever the order of its keys, and JSON columns are still serialised."""
+    with db.session() as session:
+        trial, attempt = _trial(session)
+        ids = {"trial_id": trial.id, "attempt_id": attempt.id}
+        store.upsert_metric_points(session, [
+            {**ids, "name": "a", "step": 1, "value": 1.0, "time": 5.0},
+            {"time": 6.0, "value": 2.0, "step": 2, "name": "a", **ids}])
+        store.insert_events(session, [
+            {**ids, "seq": 1, "kind": "x", "level": "info", "message": "m", "data": {"k": [1]}},
+            {"data": None, **ids, "seq": 2, "kind": "y", "level": "info", "message": "n"}])
+        session.commit()
+        points = store.metric_points(session, [trial.id], "a")
+        assert [(p.step, p.value, p.time) for p in points] == [(1, 1.0, 5.0), (2, 2.0, 6.0)]
+        assert [(e.kind, e.data) for e in store.events(session, [trial.id])] == [
+            ("x", {"k": [1]}), ("y", None)]
+
+
 def test_reopening_a_migrated_store_keeps_its_data(db_backend):
     first = store.open_store()
     with first.session() as session:

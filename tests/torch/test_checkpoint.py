@@ -25,12 +25,11 @@ from labcoat.sdk import Run, read_journal
 from labcoat.torch import (
     Checkpointer,
     CheckpointError,
-    _files,
-    _layout,
     load_checkpoint,
     young_daly_interval,
 )
-from labcoat.torch._interval import IntervalPolicy
+from labcoat.torch.checkpoint import _files, _layout
+from labcoat.torch.checkpoint._interval import IntervalPolicy
 
 
 @pytest.fixture

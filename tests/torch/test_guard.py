@@ -829,8 +829,8 @@ def test_embedding_hooks_are_attached_only_for_check_steps() -> None:
 
 
 def test_host_row_hashes_and_label_counts_match_the_torch_ones() -> None:
-    from labcoat.torch._checks_data import _label_counts_host, _row_hashes_matmul
-    from labcoat.torch._measure import row_hashes
+    from labcoat.torch.guard._checks_data import _label_counts_host, _row_hashes_matmul
+    from labcoat.torch.guard._measure import row_hashes
 
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, VOCAB, (16, 9), generator=gen)

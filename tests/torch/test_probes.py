@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from labcoat.torch._probes import Activations, AttentionEntropy, GradNorms, ProbeContext
+from labcoat.torch.checkpoint._probes import Activations, AttentionEntropy, GradNorms, ProbeContext
 from labcoat.workloads.tinylm._model import CausalSelfAttention
 
 

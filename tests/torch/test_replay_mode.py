@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from labcoat.torch import Checkpointer, CheckpointError
-from labcoat.torch._interval import IntervalPolicy
+from labcoat.torch.checkpoint._interval import IntervalPolicy
 
 
 def test_replay_budget_spaces_saves_by_the_whole_save_cost():

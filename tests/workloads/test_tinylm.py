@@ -19,7 +19,8 @@ import torch
 
 from labcoat.errors import LabcoatError
 from labcoat.sdk import read_journal
-from labcoat.torch import Checkpointer, _layout
+from labcoat.torch import Checkpointer
+from labcoat.torch.checkpoint import _layout
 from labcoat.workloads.tinylm import (
     MAX_LEN,
     TASKS,

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from labcoat import spec, stats, store
+from labcoat import review, spec, stats, store
 from labcoat.analysis._evals import evaluations_data, prompts_data
 from labcoat.analysis._scales import scales_data
 from labcoat.analysis._status import status_data
@@ -285,24 +285,11 @@ def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
         for arm in variants
     ]
     _runs_by_tasks(arms, comparisons, by_arm, items, tasks, hypothesis)
-    missing = _never_logged(session, done, hypothesis) if done and not values else ""
+    missing = review.never_logged(session, done, hypothesis) if done and not values else ""
     for comparison in comparisons:
         if missing and comparison.seeds is None:
             comparison.reason = missing
     return HypothesisResult(hypothesis, control, arms, comparisons, tasks, bounds, diverged)
-
-
-def _never_logged(session: Session, done: list[Trial], hypothesis: Hypothesis) -> str:
-    """Why no finished trial has a value: the metric was never logged (and what was)."""
-    if hypothesis.source == "items":
-        return (f"none of the {len(done)} finished trials logged per-item scores "
-                "(run.log_items), which source: items judges; log them, or use source: "
-                "scalar with a metric the script logs")
-    logged = store.metric_names(session, [t.id for t in done])
-    shown = ", ".join(logged[:8]) + (", ..." if len(logged) > 8 else "") if logged else "none"
-    return (f"metric {hypothesis.metric!r} was never logged by the {len(done)} finished "
-            f"trials (they logged: {shown}); fix the hypothesis' metric or the script's "
-            "run.log")
 
 
 def _non_finite(session: Session, done: list[Trial], hypothesis: Hypothesis,
@@ -451,7 +438,7 @@ def _compare(control: str, variant: str, by_arm: dict[str, list[Trial]],
     seeds_adj = _family(seed_diffs, bounds)
     items_adj = _family(item_diffs, bounds)
     comparison.per_task = {t: (seeds_adj.get(t), items_adj.get(t)) for t in tasks}
-    comparison.generalization = _generalization(seed_diffs, hypothesis)
+    comparison.generalization = _generalization(seed_diffs, hypothesis, bounds)
     return comparison
 
 
@@ -504,16 +491,27 @@ def _within_range(diff: Difference, bounds: tuple[float, float] | None) -> Diffe
     return dataclasses.replace(diff, low=max(diff.low, -width), high=min(diff.high, width))
 
 
-def _generalization(seed_diffs: dict[str, Difference], hypothesis: Hypothesis
-                    ) -> Generalization | None:
+def _generalization(seed_diffs: dict[str, Difference], hypothesis: Hypothesis,
+                    bounds: tuple[float, float] | None = None) -> Generalization | None:
+    """Whether the effect holds across tasks; with a bounded metric the pooled effect's
+    interval and the per-task ones are cut to [-(hi - lo), hi - lo] like every difference
+    (the verdict, judged before the cut, cannot change: the cut keeps 0 and +-delta inside)."""
     # A task where both arms score identically on every seed has no noise estimate
     # (SE 0): it carries no information about the spread and is left out of pooling.
     informative = {t: d for t, d in seed_diffs.items() if math.isfinite(d.se) and d.se > 0}
     if len(informative) < 2:
         return None
-    return stats.generalization(informative, smallest_effect=hypothesis.smallest_effect,
-                                alpha=hypothesis.alpha, method=FAMILY_METHOD,
-                                direction=hypothesis.direction)
+    found = stats.generalization(informative, smallest_effect=hypothesis.smallest_effect,
+                                 alpha=hypothesis.alpha, method=FAMILY_METHOD,
+                                 direction=hypothesis.direction)
+    if bounds is None:
+        return found
+    width = bounds[1] - bounds[0]
+    pooled = dataclasses.replace(found.pooled, low=max(found.pooled.low, -width),
+                                 high=min(found.pooled.high, width))
+    tasks = {task: dataclasses.replace(adj, difference=_within_range(adj.difference, bounds))
+             for task, adj in found.tasks.items()}
+    return dataclasses.replace(found, pooled=pooled, tasks=tasks)
 
 
 def _welch_task(a: list[Trial], b: list[Trial], items: TrialItemScores, task: str

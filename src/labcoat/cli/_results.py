@@ -35,7 +35,10 @@ def status(
             for r in rows:
                 table.add_row(escape(r["name"]), r["status"], str(r["done"]), str(r["failed"]),
                               str(r["trials"]), r["created_at"][:19])
-            console.print(table if rows else "no experiments yet: labcoat run design.yaml")
+            if rows:
+                reports.print_wide(table, console)
+            else:
+                console.print("no experiments yet: labcoat run design.yaml")
             return
         data = reports.status_data(session, store.find_experiment(session, experiment))
     if as_json:
@@ -74,7 +77,8 @@ def show(
         return
     if design:
         console.print(f"[bold]design[/] ({escape(data['experiment']['design_hash'][:12])}):")
-        console.print(escape(design.rstrip()), highlight=False)
+        # verbatim: wrapped at the terminal's width it would no longer parse as YAML
+        console.print(escape(design.rstrip()), highlight=False, soft_wrap=True)
     reports.print_status(data, console)
 
 

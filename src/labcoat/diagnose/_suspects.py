@@ -17,6 +17,7 @@ from labcoat.diagnose._localize import (
 )
 from labcoat.diagnose._records import AttemptEnd, MetricPoint, RunEvent
 from labcoat.diagnose._traceback import STOP_EXCEPTIONS, Frame, PythonError, parse_tracebacks
+from labcoat.journal import Events
 
 # How strongly each cause explains a failure by itself (see the module docstring).
 
@@ -247,7 +248,7 @@ def _event_suspects(events: list[RunEvent]) -> list[_Draft]:
     for event in events:
         data = event.data or {}
         rule = str(data.get("rule", ""))
-        if event.kind == "guard.alert" and (rule.startswith("nonfinite") or
+        if event.kind == Events.GUARD_ALERT and (rule.startswith("nonfinite") or
                                             _is_nan_message(event.message)):
             drafts.append(_Draft(event.message or rule, "nan", WEIGHTS["nan"], event.rank,
                                  event.host, event.step, None, event.time,

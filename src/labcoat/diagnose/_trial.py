@@ -16,6 +16,7 @@ from labcoat.diagnose._diagnosis import Diagnosis, Reference, diagnose
 from labcoat.diagnose._errors import DiagnoseError
 from labcoat.diagnose._records import AttemptEnd, LogLine, MetricPoint, RunEvent
 from labcoat.diagnose._templates import TemplateConfig
+from labcoat.journal import Events
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads only when a stored trial is diagnosed
     from sqlalchemy.orm import Session
@@ -48,7 +49,7 @@ def diagnose_trial(
         raise DiagnoseError(f"max_references={max_references!r} must be an integer >= 0")
     chosen = attempt_to_diagnose(trial, attempt)
     lines = _lines(store, session, trial, chosen)
-    events = [RunEvent(kind="guard.alert", message=a.message, step=a.step, time=a.time,
+    events = [RunEvent(kind=Events.GUARD_ALERT, message=a.message, step=a.step, time=a.time,
                        level=a.severity, data={"rule": a.rule})
               for a in store.alerts(session, [trial.id]) if a.attempt_id == chosen.id]
     for kind in CHAOS_KINDS:

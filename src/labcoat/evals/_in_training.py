@@ -36,6 +36,7 @@ import numpy as np
 
 from labcoat.errors import LabcoatError
 from labcoat.evals._engine import EvalEngine, EvalResult
+from labcoat.journal import Events
 
 if TYPE_CHECKING:
     from labcoat.sdk import Run
@@ -130,7 +131,7 @@ class InTrainingEval:
         size = math.floor(self.budget * per_interval / max(cost, 1e-12))
         self.subset_size = int(min(n, max(floor, size)))
         if self.run is not None:
-            self.run.event("eval.subset", f"in-training evals score {self.subset_size} of {n} "
+            self.run.event(Events.EVAL_SUBSET, f"in-training evals score {self.subset_size} of {n} "
                            f"items ({cost * 1e3:.3g} ms per item, {self.budget:.0%} budget)",
                            step=step, items=self.subset_size, suite_items=n,
                            seconds_per_item=cost, training_seconds_per_interval=per_interval,
@@ -156,7 +157,7 @@ class InTrainingEval:
         self.results[step] = result
         if step == self.total_steps and self.run is not None:
             training = max(self.clock() - self.started - self.eval_seconds, 1e-9)
-            self.run.event("eval.budget", f"evaluation took {self.eval_seconds:.3g} s, "
+            self.run.event(Events.EVAL_BUDGET, f"evaluation took {self.eval_seconds:.3g} s, "
                            f"{self.eval_seconds / training:.1%} of training time (the final "
                            "full evaluation included)", step=step,
                            eval_seconds=self.eval_seconds, training_seconds=training,

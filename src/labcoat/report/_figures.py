@@ -102,15 +102,14 @@ def arms_plot(result: HypothesisResult, palette: dict[str, str]) -> go.Figure:
     fig = _figure(f"{result.hypothesis.metric} per arm: seeds and mean with 95% CI")
     for arm in result.arms:
         _arm_trace(fig, arm, palette)
+    fig.update_yaxes(title=escape(result.hypothesis.metric))
     return fig
 
 
 def _arm_trace(fig: go.Figure, arm: ArmResult, palette: dict[str, str]) -> None:
+    """The mean and its CI, then the seeds over them (drawn last, outlined): drawn first, a
+    dot on the error bar's line would be hidden behind it."""
     label = escape(arm.arm)
-    fig.add_trace(go.Scatter(x=[label] * len(arm.values), y=arm.values, mode="markers",
-                             name=f"{label} seeds", showlegend=False,
-                             marker={"color": palette.get(arm.arm), "opacity": 0.45,
-                                     "size": 7}))
     if arm.overall is not None and math.isfinite(arm.overall.low):
         i = arm.overall
         fig.add_trace(go.Scatter(
@@ -119,6 +118,10 @@ def _arm_trace(fig: go.Figure, arm: ArmResult, palette: dict[str, str]) -> None:
                     "line": {"width": 3}},
             error_y={"type": "data", "symmetric": False, "array": [i.high - i.point],
                      "arrayminus": [i.point - i.low]}))
+    fig.add_trace(go.Scatter(x=[label] * len(arm.values), y=arm.values, mode="markers",
+                             name=f"{label} seeds", showlegend=False, marker={
+                                 "color": palette.get(arm.arm), "opacity": 0.7, "size": 7,
+                                 "line": {"color": "white", "width": 1}}))
 
 
 def curves_plot(metric: str, curves: dict[str, dict[str, Any]],

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from labcoat.evals import FileComparison
+from labcoat.report._status import print_wide
 
 
 def print_file_comparison(c: FileComparison, console: Console) -> None:
@@ -27,7 +28,7 @@ def print_file_comparison(c: FileComparison, console: Console) -> None:
     ci_header = "adjusted CI" if family else f"{100 * c.overall.ci:.3g}% CI"
     for column in ("task", "items", "A", "B", "diff", ci_header, "p", "corr"):
         if column == "task":
-            table.add_column(column, overflow="fold")
+            table.add_column(column, no_wrap=True)  # whole: print_wide makes the room
         else:
             table.add_column(column, justify="right", no_wrap=True)
     for t in c.tasks:
@@ -41,6 +42,6 @@ def print_file_comparison(c: FileComparison, console: Console) -> None:
         table.add_row("[bold]macro[/]", str(sum(t.n_a for t in c.tasks)), "", "",
                       f"{d.estimate:+.3f}", f"[{d.low:+.3f}, {d.high:+.3f}]", f"{d.p_value:.2g}",
                       "")
-    console.print(table)
+    print_wide(table, console)
     for message in c.warnings:
         console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,16 @@ def select_lines(events: list[Event], trials: dict[int, str], attempts: dict[int
     return list(merged.values())
 
 
+# C0 controls but tab, DEL and C1: a trial's colour codes, cursor moves, title changes and
+# bells, which would act on the reader's terminal if printed as they are
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """`text` with terminal control characters shown escaped (ESC as \\x1b), not obeyed."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
 def _level(level: str) -> str:
     return level if level in LEVELS else "info"
 
@@ -74,8 +85,10 @@ def print_lines(lines: list[LogLine], console: Console) -> None:
             f" rank {line.ranks[0]}" if line.ranks else "")
         times = f" (x{line.count})" if line.count > 1 else ""
         head = f"{line.trial}#{line.attempt} {line.stream}{step}{ranks}{times}"
-        text = f"[{style}]{escape(line.text)}[/]" if style else escape(line.text)
-        console.print(f"[dim]{escape(head)}[/] {text}", soft_wrap=True, highlight=False)
+        shown = escape(visible(line.text))
+        text = f"[{style}]{shown}[/]" if style else shown
+        console.print(f"[dim]{escape(visible(head))}[/] {text}", soft_wrap=True,
+                      highlight=False)
 
 
 def lines_json(lines: list[LogLine]) -> list[dict[str, Any]]:

@@ -12,16 +12,32 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from labcoat.runner import LOSSES
 
 
+def print_wide(table: Table, console: Console) -> None:
+    """Print `table` as wide as its cells need, never narrower than the terminal: names are
+    never cut ("an-arm-w…") or split across lines to fit 80 columns (a wider table wraps
+    in the terminal but stays whole, and whole in a file or pipe)."""
+    needed = Measurement.get(console, console.options.update_width(100_000), table).maximum
+    width = console.width
+    console.width = max(width, needed)  # Console.print(width=) cannot exceed it
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
 def print_status(data: dict[str, Any], console: Console) -> None:
     e = data["experiment"]
+    # the name on a line of its own: as a table title it would be wrapped mid-name
+    console.print(f"[italic]{escape(e['name'])}: {e['status']} ({e['done']}/{e['trials']} "
+                  "done)[/]", soft_wrap=True, highlight=False)
     table = Table("trial", "arm", "seed", "status", "attempts", "step", "goodput",
-                  "last attempt", title=f"{e['name']}: {e['status']} "
-                  f"({e['done']}/{e['trials']} done)", title_justify="left")
+                  "last attempt")
     for t in data["trials"]:
         step = "" if t["last_step"] is None else str(t["last_step"])
         if t["total_steps"]:
@@ -29,10 +45,10 @@ def print_status(data: dict[str, Any], console: Console) -> None:
         table.add_row(escape(t["key"]), escape(t["arm"]), str(t["seed"]), t["status"],
                       str(t["attempts"]), step, _percent(t["goodput"]["ratio"]),
                       escape(t["cause"] or ""))
-    console.print(table)
+    print_wide(table, console)
     restarted = [t for t in data["trials"] if t["attempts"] > 1]
     if restarted:
-        console.print(_attempts_table(restarted))
+        print_wide(_attempts_table(restarted), console)
     console.print(goodput_line(data["goodput"]), soft_wrap=True)
     print_alerts(data["trials"], console)
     for t in data["trials"]:

@@ -23,7 +23,7 @@ from labcoat.analysis import (
 )
 from labcoat.report._evals import print_evaluations, print_prompts
 from labcoat.report._scales import print_scales
-from labcoat.report._status import goodput_line, print_alerts
+from labcoat.report._status import goodput_line, print_alerts, print_wide
 from labcoat.stats import Adjusted, Difference, Interval
 
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow",
@@ -40,7 +40,7 @@ def print_report(analysis: Analysis, console: Console) -> None:
     for result in analysis.results:
         _print_hypothesis(result, analysis, console)
     if analysis.secondary:
-        console.print(_secondary_table(analysis))
+        print_wide(_secondary_table(analysis), console)
     print_scales(analysis.scales, console)
     print_evaluations(analysis.evaluations, console)
     print_prompts(analysis.prompts, console)
@@ -103,12 +103,12 @@ def _print_hypothesis(result: HypothesisResult, analysis: Analysis, console: Con
     console.print(f"  primary metric: {escape(h.metric)} ({source})", soft_wrap=True)
     console.print(f"  predicted: {h.direction} vs {escape(analysis.control or '?')}, "
                   f"alpha={h.alpha:g}\n", soft_wrap=True)
-    console.print(_arms_table(result))
+    print_wide(_arms_table(result), console)
     if any(arm.aggregates for arm in result.arms):
-        console.print(_aggregates_table(result))
+        print_wide(_aggregates_table(result), console)
     for comparison in result.comparisons:
         if comparison.seeds is not None:
-            console.print(_comparison_table(comparison, result))
+            print_wide(_comparison_table(comparison, result), console)
     for comparison in result.comparisons:
         poi = comparison.improvement
         if poi is not None:

@@ -4,8 +4,8 @@ The quantity you need to debug a run is the one you did not log. A replay
 restores the trial's newest kept checkpoint before step A, re-executes the
 recorded code (temporary git worktree, recorded diff) with the recorded
 command, params and thread counts, and attaches probes for steps A..B (see
-`labcoat.torch._probes`). The training script cooperates through its
-Checkpointer (`labcoat.torch._replay`): nothing else changes.
+`labcoat.torch.checkpoint._probes`). The training script cooperates through its
+Checkpointer (`labcoat.torch.checkpoint._replay`): nothing else changes.
 
 Before a probe value is trusted, the replayed `verify` metric (the loss) must
 equal the recorded one bit for bit at every re-executed step, from the
@@ -32,6 +32,7 @@ from rich.console import Console
 from labcoat import environment as env
 from labcoat import store
 from labcoat.errors import Interrupted, LabcoatError
+from labcoat.journal import Events
 from labcoat.reproduce import _recreate
 from labcoat.reproduce._compare import JournalMetrics, same_bits
 from labcoat.reproduce._trial_ref import find_trial, recorded_metrics, trial_provenance
@@ -231,7 +232,7 @@ def _verify(segment: Segment, recorded: dict[int, float], verify: str, ref: str)
 def _finished(segment: Segment, exit_code: int, recorded: dict[int, float], verify: str,
               ref: str) -> None:
     _verify(segment, recorded, verify, ref)
-    done = any(e.get("event") == "replay.done" for e in segment.journal.events)
+    done = any(e.get("event") == Events.REPLAY_DONE for e in segment.journal.events)
     if exit_code != 0 or not done:
         tail = stderr_tail(segment.run_dir, lines=3)
         why = f"exited with code {exit_code}" if exit_code != 0 else \

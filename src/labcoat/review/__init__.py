@@ -7,7 +7,7 @@ counts the report's verdict family.
 
 from labcoat.review._findings import Finding
 from labcoat.review._lint import lint, pilots_from_store
-from labcoat.review._pilot import Pilot, pilot_for
+from labcoat.review._pilot import Pilot, never_logged, pilot_for
 from labcoat.review._plan import (
     HypothesisPlan,
     Plan,
@@ -24,6 +24,7 @@ __all__ = [
     "Plan",
     "PlannedAnalysis",
     "lint",
+    "never_logged",
     "pilot_for",
     "pilots_from_store",
     "plan",

@@ -31,6 +31,9 @@ class Pilot:
       report's own power note. None when no variant shares 2 seeds with the control, or the
       pilot's control arm is unknown (no stored design).
     paired_seeds: the most seeds a variant shares with the control (0 without paired_sd).
+    never_logged: why the pilot's finished trials give no value of the metric at all (see
+      `never_logged`); None when some did, or the pilot has no finished trial.
+    finished: the pilot's finished trials.
     """
 
     experiment: str
@@ -40,6 +43,8 @@ class Pilot:
     items_per_task: int | None
     paired_sd: float | None = None
     paired_seeds: int = 0
+    never_logged: str | None = None
+    finished: int = 0
 
 
 def pilot_for(session: Session, experiment: Experiment, hypothesis: Hypothesis) -> Pilot:
@@ -60,8 +65,25 @@ def pilot_for(session: Session, experiment: Experiment, hypothesis: Hypothesis) 
     for tid, value in values.items():
         by_arm[arm_of[tid]].append(value)
     paired_sd, paired_seeds = _paired_sd(done, values, _control(experiment))
+    missing = never_logged(session, done, hypothesis) if done and not values else None
     return Pilot(experiment.name, _pooled_sd(by_arm), min(map(len, by_arm.values()), default=0),
-                 _omega2(per_item), _items_per_task(per_item), paired_sd, paired_seeds)
+                 _omega2(per_item), _items_per_task(per_item), paired_sd, paired_seeds,
+                 missing, len(done))
+
+
+def never_logged(session: Session, done: list[Trial], hypothesis: Hypothesis) -> str:
+    """Why finished trials give no value for a hypothesis: its metric was never logged (and
+    what was), or no per-item scores for `source: items`. Said by the report's verdict and by
+    `labcoat lint` on a pilot; call it when none of `done` has a value."""
+    if hypothesis.source == "items":
+        return (f"none of the {len(done)} finished trials logged per-item scores "
+                "(run.log_items), which source: items judges; log them, or use source: "
+                "scalar with a metric the script logs")
+    logged = store.metric_names(session, [t.id for t in done])
+    shown = ", ".join(logged[:8]) + (", ..." if len(logged) > 8 else "") if logged else "none"
+    return (f"metric {hypothesis.metric!r} was never logged by the {len(done)} finished "
+            f"trials (they logged: {shown}); fix the hypothesis' metric or the script's "
+            "run.log")
 
 
 def _control(experiment: Experiment) -> str | None:

@@ -130,6 +130,20 @@ def verdict_comparisons(design: Design) -> int:
     return max(total, 1)
 
 
+def _unknown_sd(pilot: Pilot | None) -> str:
+    """Why the SD is unknown, and what to do: a pilot that was given but says nothing is
+    named, not answered with "pass --pilot"."""
+    if pilot is None:
+        return "unknown: declare `sd:` or pass --pilot EXP"
+    if pilot.never_logged:
+        return f"unknown: pilot {pilot.experiment}: {pilot.never_logged}"
+    if not pilot.finished:
+        return (f"unknown: pilot {pilot.experiment} has no finished trial yet; declare `sd:` "
+                "or wait for it")
+    return (f"unknown: pilot {pilot.experiment} has fewer than 2 finished seeds in every arm; "
+            "declare `sd:` or run more seeds of it")
+
+
 def planned_analysis(design: Design, hypothesis: Hypothesis,
                      pilot: Pilot | None = None) -> PlannedAnalysis:
     """The test, SD and per-comparison alpha that power for `hypothesis` is planned with.
@@ -147,7 +161,7 @@ def planned_analysis(design: Design, hypothesis: Hypothesis,
         sd, source = pilot.paired_sd, (f"pilot {pilot.experiment}, differences on "
                                        f"{pilot.paired_seeds} shared seeds")
     elif seed_sd is None:
-        sd, source = None, "unknown: declare `sd:` or pass --pilot EXP"
+        sd, source = None, _unknown_sd(pilot)
     elif paired:
         sd, source = seed_sd * math.sqrt(2), (
             f"{seed_sd:.3g} x sqrt(2), the per-seed SD from {source}: the SD of paired "

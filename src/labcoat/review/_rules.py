@@ -115,12 +115,17 @@ def underpowered(ctx: Context) -> Iterator[Finding]:
         pilot = ctx.pilots.get(h.id or "")
         analysis = planned_analysis(ctx.design, h, pilot)
         if analysis.sd is None:
+            if pilot is not None and (pilot.never_logged or not pilot.finished):
+                continue  # pilot_metric says why the pilot gives no SD, and what to do
+            fix = ("declare `sd:` (a guess of the per-seed SD) under the hypothesis, "
+                   "or pass --pilot EXP (an earlier experiment in the store)")
+            if pilot is not None:  # a pilot with too few seeds: passing one again won't help
+                fix = analysis.sd_source.removeprefix("unknown: ")
             what = ("SD of the per-seed differences between arms (paired analysis)"
                     if analysis.paired else "per-seed SD of the metric")
             yield ctx.finding("power-unknown", "info", path,
                               f"hypothesis {h.id}: power cannot be checked without the {what}",
-                              "declare `sd:` (a guess of the per-seed SD) under the hypothesis, "
-                              "or pass --pilot EXP (an earlier experiment in the store)")
+                              fix)
             continue
         power = analysis.power(n, h.smallest_effect)
         if power < TARGET_POWER:
@@ -134,6 +139,28 @@ def underpowered(ctx: Context) -> Iterator[Finding]:
                 f"use {needed} seeds per arm for {TARGET_POWER:.0%} power, or accept a larger "
                 "smallest effect")
         yield from _items_power(ctx, path, h, pilot)
+
+
+def pilot_metric(ctx: Context) -> Iterator[Finding]:
+    """A pilot whose finished trials never logged a hypothesis' metric (or per-item scores):
+    said before the run, in the words the report would use after it (issue 22, point 4)."""
+    for path, h in _hypothesis_paths(ctx.design):
+        pilot = ctx.pilots.get(h.id or "")
+        if pilot is None:
+            continue
+        if pilot.never_logged:
+            yield ctx.finding(
+                "pilot-never-logged", "warning", (*path, "metric"),
+                f"hypothesis {h.id}, pilot {pilot.experiment}: {pilot.never_logged}",
+                "until then a run of this design ends with no verdict (nothing to judge); "
+                f"after the fix, run the pilot again and lint with --pilot {pilot.experiment}")
+        elif not pilot.finished:
+            yield ctx.finding(
+                "pilot-unfinished", "info", path,
+                f"hypothesis {h.id}: pilot {pilot.experiment} has no finished trial yet, so "
+                "it says nothing about the metric or its variance",
+                f"let a trial of {pilot.experiment} finish (`labcoat status "
+                f"{pilot.experiment}`), or declare `sd:` under the hypothesis")
 
 
 def _items_power(ctx: Context, path: tuple, h: Hypothesis,
@@ -304,5 +331,6 @@ def _hypothesis_paths(design: Design) -> Iterator[tuple[tuple, Hypothesis]]:
 
 RULES: tuple[Rule, ...] = (
     single_seed, confounded_arm, no_hypothesis, uncorrected_family, smallest_effect,
-    underpowered, eval_at_end, seed_pairing, seed_streams, budget, aliasing, contamination,
+    underpowered, pilot_metric, eval_at_end, seed_pairing, seed_streams, budget, aliasing,
+    contamination,
 )

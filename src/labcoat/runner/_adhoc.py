@@ -9,6 +9,7 @@ skipped, so any number of readers may call it.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from datetime import UTC, datetime
@@ -71,9 +72,7 @@ def _ingest_new(session: Session, journals: list[Path]) -> list[str]:
 
 def ingest_adhoc(session: Session, journal: Path, *, experiment: str, trial: str) -> None:
     """Record the finished ad-hoc journal as a new attempt of `trial` in `experiment`."""
-    records = [r for _, r in fmt.read_journal(journal).records]
-    start = next((r for r in records if r["kind"] == fmt.START), {})
-    end = next((r for r in reversed(records) if r["kind"] == fmt.FINISH), {})
+    start, end = _start_and_finish(journal)
     exp, _ = store.get_or_create_experiment(
         session, name=experiment, design_yaml="", design_hash=ADHOC_HASH,
         require_same_design=False)
@@ -100,6 +99,32 @@ def ingest_adhoc(session: Session, journal: Path, *, experiment: str, trial: str
     if isinstance(end.get("time"), int | float):
         attempt.ended_at = datetime.fromtimestamp(end["time"], UTC)
     session.commit()
+
+
+def _start_and_finish(journal: Path) -> tuple[dict, dict]:
+    """The journal's first start record and last finish record ({} where there is none).
+
+    They are its first and last lines as the SDK writes it, read alone (the whole journal
+    is read once, by the ingestion); any other layout is searched line by line.
+    """
+    with open(journal, "rb") as f:
+        head = f.readline()
+        f.seek(max(0, f.seek(0, 2) - 4096))
+        tail = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    first, last = (_record(line) for line in (head, tail))
+    if first.get("kind") == fmt.START and last.get("kind") == fmt.FINISH:
+        return first, last
+    records = [r for _, r in fmt.read_journal(journal).records]
+    return (next((r for r in records if r["kind"] == fmt.START), {}),
+            next((r for r in reversed(records) if r["kind"] == fmt.FINISH), {}))
+
+
+def _record(raw: bytes) -> dict:
+    try:
+        record = json.loads(raw)
+    except ValueError:  # not JSON, or not UTF-8
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def _finished(journal: Path) -> bool:

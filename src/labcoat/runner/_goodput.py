@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from labcoat import store
+from labcoat.journal import Events
 from labcoat.runner._restart import is_failure
 from labcoat.store import Attempt, Event, Experiment, Trial
 
@@ -117,7 +118,7 @@ def experiment_goodput(session: Session, experiment: Experiment
     """Goodput per trial key, and summed over the experiment's trials."""
     ids = [t.id for t in experiment.trials]
     saves: dict[int, list[Event]] = {i: [] for i in ids}
-    for event in store.events(session, ids, kind="checkpoint.saved"):
+    for event in store.events(session, ids, kind=Events.CHECKPOINT_SAVED):
         saves[event.trial_id].append(event)
     per_trial = {t.key: trial_goodput(t, saves[t.id]) for t in experiment.trials}
     total = Goodput()

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from labcoat import store
+from labcoat.journal import Events
 from labcoat.sdk import JOURNAL_NAME, JournalChunk, rank_journal, read_journal
 from labcoat.spec import MAX_RANKS  # also keeps alert keys of different ranks apart
 from labcoat.store import Attempt
@@ -165,7 +166,7 @@ class _Rows:
             self._known_event(
                 str(record.get("event", "")), record.get("data") or {}, step, record.get("time")
             )
-            if record.get("event") == "guard.alert":
+            if record.get("event") == Events.GUARD_ALERT:
                 self._alert(line, record, step, progress)
         elif kind == "start":
             if record.get("total_steps"):
@@ -189,7 +190,7 @@ class _Rows:
             self._step_times(record, step, progress)
         elif kind == "event":
             self.events.append(self._event(line, record, step))
-            alert = record.get("event") == "guard.alert"
+            alert = record.get("event") == Events.GUARD_ALERT
             # dist.* alerts come from a table all ranks gathered: each rank raises the same
             # one, and rank 0's copy is already the record.
             if alert and not str((record.get("data") or {}).get("rule", "")).startswith("dist."):
@@ -222,7 +223,7 @@ class _Rows:
 
     def _known_event(self, name: str, data: dict[str, Any], step: int | None, time: Any) -> None:
         """Events with a table of their own: checkpoints and where an attempt resumed."""
-        if name == "checkpoint.saved" and step is not None:
+        if name == Events.CHECKPOINT_SAVED and step is not None:
             self.checkpoints.append(
                 {
                     **self.ids,
@@ -237,11 +238,11 @@ class _Rows:
                     "time": time,
                 }
             )
-        elif name == "checkpoint.deleted" and step is not None:
+        elif name == Events.CHECKPOINT_DELETED and step is not None:
             self.deleted.append(step)
-        elif name == "checkpoint.restored" and step is not None:
+        elif name == Events.CHECKPOINT_RESTORED and step is not None:
             self.attempt.restored_step = step
-        elif name == "checkpoint.fresh_start":
+        elif name == Events.CHECKPOINT_FRESH_START:
             self.attempt.restored_step = 0
 
     def _alert(self, line: int, record: dict[str, Any], step: int | None,
@@ -284,7 +285,7 @@ class _Rows:
                 "stream": self.stream,
                 "rank": self.rank,
                 "level": "error",
-                "kind": "journal.invalid",
+                "kind": Events.JOURNAL_INVALID,
                 "message": f"{path}:{line}: skipped: {reason}",
                 "data": None,
                 "step": None,

@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 from labcoat import environment as env
 from labcoat import store
 from labcoat.errors import LabcoatError
+from labcoat.journal import Events
 from labcoat.runner._ingest import Progress, ingest_ranks
 from labcoat.runner._local import stderr_end, stderr_tail
 from labcoat.store import Attempt
@@ -103,7 +104,7 @@ class RankFailure:
         """The ``rank.failed`` event row: which rank, where, how; the group restarts whole."""
         return {"trial_id": attempt.trial_id, "attempt_id": attempt.id, "seq": None,
                 "step": attempt.last_step, "rank": self.rank, "host": self.host,
-                "level": "error", "kind": "rank.failed",
+                "level": "error", "kind": Events.RANK_FAILED,
                 "message": f"{self.cause}; the whole group of {self.world} ranks was stopped",
                 "data": {"rank": self.rank, "world": self.world, "host": self.host,
                          "exitcode": self.exitcode, "pid": self.pid},
@@ -321,8 +322,9 @@ def _record_straggler(session: Session, attempt: Attempt, straggler: Straggler,
     store.insert_events(session, [{
         "trial_id": attempt.trial_id, "attempt_id": attempt.id, "seq": None,
         "step": attempt.last_step, "rank": straggler.rank, "host": host, "level": "warning",
-        "kind": "rank.straggler", "message": straggler.message, "data": evidence, "time": now}])
+        "kind": Events.RANK_STRAGGLER, "message": straggler.message, "data": evidence,
+        "time": now}])
     store.insert_alerts(session, [{
         "trial_id": attempt.trial_id, "attempt_id": attempt.id, "seq": None,
-        "step": attempt.last_step, "rule": "rank.straggler", "severity": "warning",
+        "step": attempt.last_step, "rule": Events.RANK_STRAGGLER, "severity": "warning",
         "message": straggler.message, "evidence": evidence, "time": now}])

@@ -15,6 +15,7 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from labcoat import store
+from labcoat.journal import Events
 from labcoat.store import Experiment, Trial
 
 MAX_REFERENCES = 5
@@ -31,7 +32,7 @@ def write_references(session: Session, experiment: Experiment, trial: Trial,
         return None
     ids = [t.id for t in peers]
     dirty = {a.trial_id for a in store.alerts(session, ids) if a.severity in ("error", "critical")}
-    profiles = [e.data["profile"] for e in store.events(session, ids, kind="guard.profile")
+    profiles = [e.data["profile"] for e in store.events(session, ids, kind=Events.GUARD_PROFILE)
                 if e.trial_id not in dirty and isinstance((e.data or {}).get("profile"), dict)]
     if not profiles:
         return None

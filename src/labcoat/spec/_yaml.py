@@ -35,8 +35,18 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[Path_, int]]:
         raise LabcoatError(f"{name}: YAML error: {e}") from None
     lines: dict[Path_, int] = {}
     if node is not None:
-        _collect_lines(node, (), lines)
+        try:
+            _collect_lines(node, (), lines)
+        except _DuplicateKey as e:
+            raise LabcoatError(f"{name}:{e.line}: {e}") from None
     return data, lines
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int, first: int) -> None:
+        super().__init__(f"{key!r} appears twice (first at line {first}); YAML would keep "
+                         "the last one silently: keep the one you mean and delete the other")
+        self.line = line
 
 
 def _syntax_message(e: yaml.MarkedYAMLError, name: str) -> str:
@@ -55,9 +65,14 @@ def _syntax_message(e: yaml.MarkedYAMLError, name: str) -> str:
 def _collect_lines(node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
-            lines[path + (key,)] = key_node.start_mark.line + 1
+            line = key_node.start_mark.line + 1
+            if key in seen and key != "<<":  # "<<" merges: it may repeat
+                raise _DuplicateKey(key, line, seen[key])
+            seen[key] = line
+            lines[path + (key,)] = line
             _collect_lines(value_node, path + (key,), lines)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):

@@ -117,6 +117,15 @@ def generalization(
     tau2_method: "dl" (DerSimonian-Laird) or "pm" (Paule-Mandel).
     The pooled effect treats each task's SE as known (normal sampling law).
     """
+    if not isinstance(per_task, Mapping) or not all(
+            isinstance(d, Difference) for d in per_task.values()):
+        got = (type(per_task).__name__ if not isinstance(per_task, Mapping) else "a mapping to "
+               + ", ".join(sorted({type(d).__name__ for d in per_task.values()
+                                   if not isinstance(d, Difference)})))
+        raise TypeError(
+            "generalization takes {task name: Difference}, one variant-minus-control "
+            "difference per task (e.g. {'math': stats.welch(control, variant), ...}); got "
+            f"{got}")
     if direction not in ("increase", "decrease"):
         raise ValueError(f"direction={direction!r}; choose increase (higher is better) or decrease")
     if not 0 < alpha < 1:

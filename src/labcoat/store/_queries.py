@@ -30,8 +30,18 @@ def find_experiment(session: Session, ref: str) -> Experiment:
     if experiment is None:
         names = session.scalars(select(Experiment.name).order_by(Experiment.id)).all()
         known = ", ".join(names[-10:]) if names else "none yet; run `labcoat run design.yaml`"
-        raise LabcoatError(f"no experiment named {ref!r} in this store (known: {known})")
+        raise LabcoatError(f"no experiment named {ref!r} in the store {_where(session)} "
+                           f"(known: {known}); LABCOAT_HOME or LABCOAT_DB chooses the store")
     return experiment
+
+
+def _where(session: Session) -> str:
+    """The store a session reads, for messages: the SQLite file, or the URL without its
+    password."""
+    url = session.get_bind().url
+    if url.get_backend_name() == "sqlite" and url.database:
+        return str(url.database)
+    return url.render_as_string(hide_password=True)
 
 
 def list_experiments(session: Session) -> list[Experiment]:

@@ -24,21 +24,36 @@ Replay (hindsight logging, `labcoat replay`): under ``LABCOAT_REPLAY`` the same
 Checkpointer restores the segment's checkpoint, attaches probes to the tracked
 modules and optimizers, never saves, and ends the process after the segment
 (`ReplayFinished`); ``Checkpointer(replay_budget=0.07)`` records for it. User
-probes receive a `ProbeContext`. See `_replay` and `_probes`.
+probes receive a `ProbeContext`.
+
+Two features, two packages that never import each other: `labcoat.torch.guard`
+and `labcoat.torch.checkpoint` (replay included).
 
 Importing this package imports torch; ``import labcoat`` never does.
 """
 
-from labcoat.torch._alerts import Alert, GuardError, GuardStop
-from labcoat.torch._checkpoint import CheckpointConfig, Checkpointer, load_checkpoint
-from labcoat.torch._errors import CheckpointError
-from labcoat.torch._guard import Guard, guard_rules, watch
-from labcoat.torch._guard_config import GuardConfig
-from labcoat.torch._interval import Policy, young_daly_interval
-from labcoat.torch._invariants import read_reference_file, write_reference_file
-from labcoat.torch._measure import item_hashes
-from labcoat.torch._probes import ProbeContext
-from labcoat.torch._replay import ReplayFinished
+from labcoat.torch.checkpoint import (
+    CheckpointConfig,
+    Checkpointer,
+    CheckpointError,
+    Policy,
+    ProbeContext,
+    ReplayFinished,
+    load_checkpoint,
+    young_daly_interval,
+)
+from labcoat.torch.guard import (
+    Alert,
+    Guard,
+    GuardConfig,
+    GuardError,
+    GuardStop,
+    guard_rules,
+    item_hashes,
+    read_reference_file,
+    watch,
+    write_reference_file,
+)
 
 __all__ = [
     "Alert",

@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 
-from labcoat.torch._context import Check, Context, Forward
+from labcoat.torch.guard._context import Check, Context, Forward
 
 
 class Modes(Check):

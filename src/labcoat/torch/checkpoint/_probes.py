@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from labcoat.torch._errors import CheckpointError
+from labcoat.torch.checkpoint._errors import CheckpointError
 
 BUILTIN = ("activations", "grad_norms", "attention_entropy", "update_ratios")
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labcoat.torch._alerts import SEVERITIES, GuardError
+from labcoat.torch.guard._alerts import SEVERITIES, GuardError
 
 REFERENCE_ENV = "LABCOAT_GUARD_REFERENCE"  # path of a reference file, read when none is given
 
 
 @dataclass(kw_only=True)
 class GuardConfig:
-    """Settings of a `Guard` (``guard.config``); see the module doc of `labcoat.torch._guard`."""
+    """Settings of a `Guard` (``guard.config``); see the module doc of `_guard`."""
 
     # --- alerts ----------------------------------------------------------------------------------
     stop_on: str | None = None  # raise GuardStop when an alert of this severity or worse fires

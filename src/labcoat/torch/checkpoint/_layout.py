@@ -39,8 +39,8 @@ from typing import Any
 
 import torch
 
-from labcoat.torch._errors import CheckpointError
-from labcoat.torch._files import (
+from labcoat.torch.checkpoint._errors import CheckpointError
+from labcoat.torch.checkpoint._files import (
     Digest,
     HashingWriter,
     drop_cached,

@@ -34,9 +34,10 @@ import torch
 from torch import nn
 
 from labcoat import environment as env
-from labcoat.torch import _layout
-from labcoat.torch._errors import CheckpointError
-from labcoat.torch._probes import Probe, ProbeContext, make_probe
+from labcoat.journal import Events
+from labcoat.torch.checkpoint import _layout
+from labcoat.torch.checkpoint._errors import CheckpointError
+from labcoat.torch.checkpoint._probes import Probe, ProbeContext, make_probe
 
 VERSION = 1
 
@@ -130,7 +131,7 @@ class Replay:
         if step >= self.spec.end:
             self._out.close()
             if self.run is not None:
-                self.run.event("replay.done", f"replayed steps {self.spec.start}-{step}",
+                self.run.event(Events.REPLAY_DONE, f"replayed steps {self.spec.start}-{step}",
                                step=step)
             sys.stdout.flush()
             raise ReplayFinished(step)

@@ -42,8 +42,8 @@ from typing import Any
 
 import torch
 
-from labcoat.torch._alerts import GuardError
-from labcoat.torch._context import Check, Context, Step
+from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._context import Check, Context, Step
 
 GENERATORS = ("torch", "numpy", "random")  # one fingerprint slot per worker and generator
 

@@ -36,9 +36,9 @@ import statistics
 import numpy as np
 import torch
 
-from labcoat.torch._context import Check, Record, Step
-from labcoat.torch._measure import Transfer
-from labcoat.torch._robust import MAD_TO_SIGMA, RobustWindow
+from labcoat.torch.guard._context import Check, Record, Step
+from labcoat.torch.guard._measure import Transfer
+from labcoat.torch.guard._robust import MAD_TO_SIGMA, RobustWindow
 
 LEVEL_RUN = 8  # measured gradient norms whose median is compared with the window's
 LEVEL_JUMP = 4.0  # ... and the factor above it that is a sustained jump

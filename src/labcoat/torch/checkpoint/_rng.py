@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from labcoat.torch._errors import CheckpointError
+from labcoat.torch.checkpoint._errors import CheckpointError
 
 # Kind names of the explicit generators, as stored in checkpoints.
 TORCH_GENERATOR = "torch.Generator"

@@ -66,18 +66,19 @@ from pathlib import Path
 from typing import Any
 
 from labcoat import environment as env
+from labcoat.journal import Events
 from labcoat.sdk import Run
-from labcoat.torch import _layout, _rng
-from labcoat.torch._errors import CheckpointError
-from labcoat.torch._files import HashingWriter
-from labcoat.torch._interval import (
+from labcoat.torch.checkpoint import _layout, _rng
+from labcoat.torch.checkpoint._errors import CheckpointError
+from labcoat.torch.checkpoint._files import HashingWriter
+from labcoat.torch.checkpoint._interval import (
     DEFAULT_MTBF_S,
     DEFAULT_OVERHEAD_BUDGET,
     IntervalPolicy,
     Policy,
 )
-from labcoat.torch._replay import Replay, ReplaySpec
-from labcoat.torch._snapshot import Snapshotter, check_plain
+from labcoat.torch.checkpoint._replay import Replay, ReplaySpec
+from labcoat.torch.checkpoint._snapshot import Snapshotter, check_plain
 
 CHECKPOINT_DIR_ENV = env.CHECKPOINT_DIR
 MTBF_ENV = env.MTBF
@@ -174,7 +175,7 @@ class Checkpointer:
         self._policy = IntervalPolicy(every=every, mtbf_s=self.config.mtbf_s,
                                       overhead_budget=overhead_budget,
                                       replay_budget=self.config.replay_budget)
-        # Replay mode (LABCOAT_REPLAY, set by `labcoat replay`): see labcoat.torch._replay.
+        # Replay mode (LABCOAT_REPLAY, set by `labcoat replay`): see `_replay`.
         spec = ReplaySpec.from_env()
         self._replay = Replay(spec, run) if spec is not None else None
         # One writer thread, kept for the run: at most one save is in flight, and while
@@ -233,7 +234,7 @@ class Checkpointer:
             except _layout.Corrupt as bad:
                 (self._rejected if bad.deletable else self._foreign).add(path)
                 skipped.append({"step": step, "path": str(path), "reason": bad.reason})
-                self._event("checkpoint.corrupt", f"skipping checkpoint {path}: {bad.reason}",
+                self._event(Events.CHECKPOINT_CORRUPT, f"skipping checkpoint {path}: {bad.reason}",
                             level="warning", step=step, path=str(path), reason=bad.reason)
                 continue
             self._apply(state, path)
@@ -241,13 +242,13 @@ class Checkpointer:
             self._policy.load_measurements(manifest.get("policy"))
             fallback = "; ".join(f"{s['path']}: {s['reason']}" for s in skipped) or None
             meta = manifest["files"][_layout.STATE]
-            self._event("checkpoint.restored", f"resuming from step {step} ({path})"
+            self._event(Events.CHECKPOINT_RESTORED, f"resuming from step {step} ({path})"
                         + (f" after skipping {len(skipped)}" if skipped else ""),
                         step=step, path=str(path), bytes=meta["bytes"], sha256=meta["sha256"],
                         fallback_reason=fallback, skipped=skipped)
             self.restored_step = step
             return step
-        self._event("checkpoint.fresh_start",
+        self._event(Events.CHECKPOINT_FRESH_START,
                     f"no verified checkpoint in {self.directory}"
                     + (f" ({len(skipped)} skipped)" if skipped else "") + "; starting at step 0",
                     level="warning" if skipped else "info", step=0,
@@ -360,7 +361,7 @@ class Checkpointer:
                 self._policy.saved(job.step, job.stall_s)
             stage = "log"
             self._event(
-                "checkpoint.saved", f"checkpoint of step {job.step} written and verified",
+                Events.CHECKPOINT_SAVED, f"checkpoint of step {job.step} written and verified",
                 step=job.step, path=str(path), bytes=written.digest.bytes,
                 sha256=written.digest.sha256, verified=True, stall_s=job.stall_s,
                 wait_s=job.wait_s, write_s=write_s, asynchronous=self.config.asynchronous,
@@ -381,7 +382,7 @@ class Checkpointer:
                 err.add_note(f"removing the partial checkpoint {path} also failed: {cleanup}")
         self._failure = (step, path, err)
         try:
-            self._event("checkpoint.failed", f"checkpoint of step {step} failed at {stage}: "
+            self._event(Events.CHECKPOINT_FAILED, f"checkpoint of step {step} failed at {stage}: "
                         f"{type(err).__name__}: {err}", level="error", step=step,
                         path=str(path), stage=stage, error=f"{type(err).__name__}: {err}")
         except Exception as log_err:  # noqa: BLE001 - the failure itself is still raised later
@@ -416,7 +417,7 @@ class Checkpointer:
                 reason = "retention"
             _layout.delete(path)
             self._rejected.discard(path)
-            self._event("checkpoint.deleted", f"deleted checkpoint {path} ({reason})",
+            self._event(Events.CHECKPOINT_DELETED, f"deleted checkpoint {path} ({reason})",
                         level="debug", step=step, path=str(path), reason=reason)
 
     def _restore_for_replay(self) -> int:
@@ -429,7 +430,7 @@ class Checkpointer:
             self._apply(state, path)
             step = state["step"]
         self._replay.attach({name: obj for name, (_, obj) in self._tracked.items()})
-        self._event("replay.restored", f"replaying from step {step} with probes "
+        self._event(Events.REPLAY_RESTORED, f"replaying from step {step} with probes "
                     f"{', '.join(self._replay.spec.probes)}", step=step,
                     start=self._replay.spec.start, end=self._replay.spec.end)
         self.restored_step = step

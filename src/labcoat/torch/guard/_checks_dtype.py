@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from labcoat.torch._context import Check, Context, Forward
+from labcoat.torch.guard._context import Check, Context, Forward
 
 LISTED = 8  # module names named in the alert
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from labcoat.torch._context import Check, Context, Record
+from labcoat.torch.guard._context import Check, Context, Record
 
 COLLAPSE_P = 1e-9  # a one-class batch this improbable under the labels seen so far collapsed
 MIN_LABELS = 8  # fewer labels in a batch: not judged (nothing is improbable enough)

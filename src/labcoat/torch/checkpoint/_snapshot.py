@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from labcoat.torch._errors import CheckpointError
+from labcoat.torch.checkpoint._errors import CheckpointError
 
 Path = tuple[Any, ...]  # keys from the snapshot's root to a value
 HELP_ABOVE_BYTES = 1 << 22  # below 4 MB, handing work to another thread costs more than it saves

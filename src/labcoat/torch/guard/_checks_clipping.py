@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from labcoat.torch._context import Check, Context, Step
+from labcoat.torch.guard._context import Check, Context, Step
 
 SAME_RTOL = 1e-5  # a ratio this close to 1 is "left as backward produced it"
 SCALED_BELOW = 1 - 1e-4  # a ratio below this was scaled down

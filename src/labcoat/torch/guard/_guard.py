@@ -94,24 +94,33 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_hooks
 
+from labcoat.journal import Events
 from labcoat.sdk import Run
-from labcoat.torch._alerts import SEVERITIES, Alert, GuardError, GuardStop, at_least
-from labcoat.torch._checks_clipping import GradClip
-from labcoat.torch._checks_data import Data
-from labcoat.torch._checks_distributed import Distributed
-from labcoat.torch._checks_dtype import AutocastDtype
-from labcoat.torch._checks_labels import Labels
-from labcoat.torch._checks_model import Causality, Recompute
-from labcoat.torch._checks_modes import Modes
-from labcoat.torch._checks_numerics import Numerics
-from labcoat.torch._checks_random import EvalRandom
-from labcoat.torch._checks_trainstate import TrainOnlyState
-from labcoat.torch._checks_updates import Updates
-from labcoat.torch._checks_workers import WorkerRng
-from labcoat.torch._context import Check, Context, Forward, ParamTable, Record, Step, overrides
-from labcoat.torch._guard_config import GuardConfig
-from labcoat.torch._invariants import Invariants
-from labcoat.torch._measure import Transfer
+from labcoat.torch.guard._alerts import SEVERITIES, Alert, GuardError, GuardStop, at_least
+from labcoat.torch.guard._checks_clipping import GradClip
+from labcoat.torch.guard._checks_data import Data
+from labcoat.torch.guard._checks_distributed import Distributed
+from labcoat.torch.guard._checks_dtype import AutocastDtype
+from labcoat.torch.guard._checks_labels import Labels
+from labcoat.torch.guard._checks_model import Causality, Recompute
+from labcoat.torch.guard._checks_modes import Modes
+from labcoat.torch.guard._checks_numerics import Numerics
+from labcoat.torch.guard._checks_random import EvalRandom
+from labcoat.torch.guard._checks_trainstate import TrainOnlyState
+from labcoat.torch.guard._checks_updates import Updates
+from labcoat.torch.guard._checks_workers import WorkerRng
+from labcoat.torch.guard._context import (
+    Check,
+    Context,
+    Forward,
+    ParamTable,
+    Record,
+    Step,
+    overrides,
+)
+from labcoat.torch.guard._guard_config import GuardConfig
+from labcoat.torch.guard._invariants import Invariants
+from labcoat.torch.guard._measure import Transfer
 
 CHECKS: tuple[type[Check], ...] = (Numerics, AutocastDtype, Updates, GradClip, Modes,
                                    TrainOnlyState, EvalRandom, Data, WorkerRng, Labels,
@@ -225,7 +234,7 @@ class Guard:
         self._grad_refs: list[tuple[Any, int] | None] = [None] * len(self._sentinels)
         for i, p in enumerate(self._sentinels):
             self._handles.append(p.register_hook(functools.partial(self._on_grad, i)))
-        self._event("guard.started", f"guard watching {len(self.params)} parameters with "
+        self._event(Events.GUARD_STARTED, f"guard watching {len(self.params)} parameters with "
                     f"{len(self._checks)} check families", level="info", step=self.step,
                     checks=[type(c).__name__.lower() for c in self._checks],
                     disabled=sorted(self._disabled), stop_on=config.stop_on,
@@ -333,7 +342,7 @@ class Guard:
                                 "overhead_s": round(self.seconds, 4)}
         if self._invariants is not None and self.config.learn and self._ctx.steps_seen:
             data["profile"] = self._invariants.build_profile()
-        self._event("guard.profile", f"guard closed after step {self.step}: "
+        self._event(Events.GUARD_PROFILE, f"guard closed after step {self.step}: "
                     f"{len(self.alerts)} alert(s)", level="info", step=self.step, **data)
 
     def __enter__(self) -> Guard:
@@ -532,7 +541,7 @@ class Guard:
                     and at_least(severity, self.config.stop_on))
             if stop:
                 self._stop = alert
-        self._event("guard.alert", message, level=severity, step=step, rule=rule,
+        self._event(Events.GUARD_ALERT, message, level=severity, step=step, rule=rule,
                     severity=severity, evidence=alert.evidence)
 
     def _raise_if_stopped(self) -> None:
@@ -540,14 +549,14 @@ class Guard:
         if alert is None or self._stopped:
             return
         self._stopped = True
-        self._event("guard.stopped", f"stopping: {alert.rule} at step {alert.step}",
+        self._event(Events.GUARD_STOPPED, f"stopping: {alert.rule} at step {alert.step}",
                     level="critical", step=alert.step, rule=alert.rule, alert_step=alert.step)
         raise GuardStop(alert)
 
     def _event(self, event: str, message: str, *, level: str, step: int, **data: Any) -> None:
         if self.run is not None and not self.run.finished:
             self.run.event(event, message, level=level, step=step, **_plain(data))
-        elif event == "guard.alert":
+        elif event == Events.GUARD_ALERT:
             _log.log(_LOG_LEVELS[level], "step %d %s: %s", step, data.get("rule"), message)
 
     def _pick_sentinels(self) -> list[torch.Tensor]:

@@ -39,7 +39,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.utils.spectral_norm import SpectralNorm
 
-from labcoat.torch._context import Check, Context, Forward, Step
+from labcoat.torch.guard._context import Check, Context, Forward, Step
 
 
 class TrainOnlyState(Check):

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from labcoat.torch._checks_modes import _sensitive
-from labcoat.torch._context import Check, Context, Forward
+from labcoat.torch.guard._checks_modes import _sensitive
+from labcoat.torch.guard._context import Check, Context, Forward
 
 
 class EvalRandom(Check):

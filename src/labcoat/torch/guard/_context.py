@@ -31,9 +31,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from labcoat.torch._alerts import GuardError
-from labcoat.torch._guard_config import GuardConfig
-from labcoat.torch._measure import Transfer
+from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._guard_config import GuardConfig
+from labcoat.torch.guard._measure import Transfer
 
 
 class ParamTable:

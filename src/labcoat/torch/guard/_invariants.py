@@ -84,9 +84,9 @@ from typing import Any
 
 import numpy as np
 
-from labcoat.torch._alerts import GuardError
-from labcoat.torch._context import Check, Context, Forward, Record, Step
-from labcoat.torch._guard_config import REFERENCE_ENV
+from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._context import Check, Context, Forward, Record, Step
+from labcoat.torch.guard._guard_config import REFERENCE_ENV
 
 PROFILE_FORMAT = "labcoat.guard.profile"
 REFERENCE_FORMAT = "labcoat.guard.reference"

@@ -53,10 +53,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from labcoat.torch._alerts import GuardError
-from labcoat.torch._context import Check, Context, Forward, Record, Step
-from labcoat.torch._measure import _position_weights, item_hashes, row_hashes
-from labcoat.torch._robust import RobustWindow
+from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._context import Check, Context, Forward, Record, Step
+from labcoat.torch.guard._measure import _position_weights, item_hashes, row_hashes
+from labcoat.torch.guard._robust import RobustWindow
 
 REPEAT_SHARE = 0.9  # a batch with this share of the rows of one recent batch is a repeat
 REPEAT_BATCHES = 8  # hashed batches kept (check steps and the steps before: ~4 intervals)

@@ -84,10 +84,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from labcoat.torch._alerts import GuardError
-from labcoat.torch._context import Check, Context, Step
-from labcoat.torch._measure import Transfer, checksums
-from labcoat.torch._robust import MAD_TO_SIGMA
+from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._context import Check, Context, Step
+from labcoat.torch.guard._measure import Transfer, checksums
+from labcoat.torch.guard._robust import MAD_TO_SIGMA
 
 LEARN_STEPS = 3  # steps that fix learned cadences (backward passes per step, scheduler steps)
 NORM_RTOL = 1e-6  # norms closer than this are "unchanged" (rounding of a re-run reduction)

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from labcoat.torch._context import Check, Context, Forward, Record, Step
+from labcoat.torch.guard._context import Check, Context, Forward, Record, Step
 
 PROBE_ROWS = 4
 LEAK_RTOL = 1e-4  # output change, relative to the output's scale, that counts as a leak

@@ -67,8 +67,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from labcoat.torch._context import Check, Context, Step
-from labcoat.torch._measure import Transfer, checksums
+from labcoat.torch.guard._context import Check, Context, Step
+from labcoat.torch.guard._measure import Transfer, checksums
 
 STRAGGLER_CHECKS = 5  # work times kept per rank; a straggler is slow in the median of them
 WARMUP_CHECKS = 2  # checks not used for stragglers

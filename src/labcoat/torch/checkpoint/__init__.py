@@ -1,0 +1,30 @@
+"""Verified, asynchronous checkpoints with exact resume, and replay from them.
+
+    ckpt = Checkpointer(run=run)
+    ckpt.track(model=model, optimizer=opt, data_rng=rng, state=progress)
+    start = ckpt.restore()
+
+`_checkpoint` is the Checkpointer (snapshot on the training thread, write and
+verify in the background); `_snapshot`, `_files` and `_layout` hold the
+on-disk format; `_rng` captures every random state; `_interval` chooses when
+to save (Young/Daly). Replay (`labcoat replay`) runs through the same
+Checkpointer: `_replay` restores a segment and ends the process after it,
+`_probes` are what it records.
+"""
+
+from labcoat.torch.checkpoint._checkpoint import CheckpointConfig, Checkpointer, load_checkpoint
+from labcoat.torch.checkpoint._errors import CheckpointError
+from labcoat.torch.checkpoint._interval import Policy, young_daly_interval
+from labcoat.torch.checkpoint._probes import ProbeContext
+from labcoat.torch.checkpoint._replay import ReplayFinished
+
+__all__ = [
+    "CheckpointConfig",
+    "CheckpointError",
+    "Checkpointer",
+    "Policy",
+    "ProbeContext",
+    "ReplayFinished",
+    "load_checkpoint",
+    "young_daly_interval",
+]
