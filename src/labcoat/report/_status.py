@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
@@ -15,7 +16,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from labcoat.runner import LOSSES
+from labcoat.runner import LOSSES, runner_state
 
 
 def print_wide(table: Table, console: Console) -> None:
@@ -32,6 +33,7 @@ def print_wide(table: Table, console: Console) -> None:
 
 
 def print_status(data: dict[str, Any], console: Console) -> None:
+    data = mark_interrupted(data)
     e = data["experiment"]
     # the name on a line of its own: as a table title it would be wrapped mid-name
     console.print(f"[italic]{escape(e['name'])}: {e['status']} ({e['done']}/{e['trials']} "
@@ -46,7 +48,7 @@ def print_status(data: dict[str, Any], console: Console) -> None:
                       str(t["attempts"]), step, _percent(t["goodput"]["ratio"]),
                       escape(t["cause"] or ""))
     print_wide(table, console)
-    restarted = [t for t in data["trials"] if t["attempts"] > 1]
+    restarted = [t for t in data["trials"] if t["attempts"] > 1 or t["status"] == "interrupted"]
     if restarted:
         print_wide(_attempts_table(restarted), console)
     console.print(goodput_line(data["goodput"]), soft_wrap=True)
@@ -55,6 +57,33 @@ def print_status(data: dict[str, Any], console: Console) -> None:
         if t["status"] == "failed" and t["run_dir"]:
             console.print(f"[red]{escape(t['key'])}[/] logs: {escape(t['run_dir'])}/stderr.log",
                           soft_wrap=True)
+
+
+def mark_interrupted(data: dict[str, Any]) -> dict[str, Any]:
+    """Trials the store calls running whose runner is gone (kill -9, a crash) as
+    "interrupted (runner pid N gone)", their open attempt lasting until the runner's last
+    heartbeat; `labcoat run` again resumes them. `data` is left unchanged."""
+    running = [t for t in data["trials"] if t["status"] == "running"]
+    state = runner_state(data["experiment"]["name"]) if running else None
+    if state is None or state.alive:
+        return data
+    why = f"interrupted ({state.gone()}); `labcoat run` again resumes it"
+    trials = [_interrupted(t, why, state.heartbeat) if t["status"] == "running" else t
+              for t in data["trials"]]
+    experiment = dict(data["experiment"])
+    if experiment["status"] == "running":
+        experiment["status"] = "interrupted"
+    return {**data, "experiment": experiment, "trials": trials}
+
+
+def _interrupted(trial: dict[str, Any], why: str, heartbeat: float | None) -> dict[str, Any]:
+    history = [dict(a) for a in trial["attempt_history"]]
+    if history and history[-1]["seconds"] is None and heartbeat is not None:
+        started = datetime.fromisoformat(history[-1]["started_at"])
+        started = started if started.tzinfo else started.replace(tzinfo=UTC)
+        history[-1]["seconds"] = max(0.0, heartbeat - started.timestamp())
+        history[-1]["cause"] = why
+    return {**trial, "status": "interrupted", "cause": why, "attempt_history": history}
 
 
 _ALERT_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}

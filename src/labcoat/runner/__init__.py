@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
     from labcoat.runner._imports import ImportSummary, import_results
     from labcoat.runner._ingest import Progress, ingest_attempt
+    from labcoat.runner._liveness import RunnerState, runner_state
     from labcoat.runner._local import LocalProcess, stderr_tail
     from labcoat.runner._monitor import Monitor, MonitorFactory
     from labcoat.runner._provenance import current_fingerprint, environment_state
@@ -26,6 +27,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_goodput": ("LOSSES", "Goodput", "experiment_goodput", "trial_goodput"),
     "_imports": ("ImportSummary", "import_results"),
     "_ingest": ("Progress", "ingest_attempt"),
+    "_liveness": ("RunnerState", "runner_state"),
     "_local": ("LocalProcess", "stderr_tail"),
     "_monitor": ("Monitor", "MonitorFactory"),
     "_provenance": ("current_fingerprint", "environment_state"),

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -37,6 +38,7 @@ from labcoat.runner._executor import (
     open_executor,
 )
 from labcoat.runner._ingest import Progress, ingest_attempt, ingest_ranks, journal_path
+from labcoat.runner._liveness import Heartbeat, RunnerState, identity, runner_state
 from labcoat.runner._local import kill_stale, stderr_tail
 from labcoat.runner._monitor import Monitor, MonitorFactory
 from labcoat.runner._provenance import ProvenanceRecorder
@@ -118,8 +120,8 @@ def run_design(
     runs_on = open_executor(executor or ExecutorConfig(), design.resources)
     db = store.open_store()
     try:
-        with (_experiment_lock(design.name), store.experiment_lock(db, design.name),
-              db.session() as session):
+        with (_experiment_lock(design.name) as previous,
+              store.experiment_lock(db, design.name), db.session() as session):
             if design.reference:  # before registering: a typo must not freeze the design
                 store.find_experiment(session, design.reference)
             experiment = register(
@@ -132,7 +134,7 @@ def run_design(
                 sequential=sequential,
             )
             store.add_missing_trials(session, experiment, trials)
-            _recover_stale(session, experiment, runs_on, ranks)
+            _recover_stale(session, experiment, runs_on, ranks, previous)
             session.commit()
             restart = design.restart
             injector = None
@@ -187,6 +189,7 @@ class _Loop:
         self.ranks = 1  # processes per trial (design `ranks: N`, launched through torchrun)
         self.monitors: list[Monitor] = []  # live checks (labcoat.monitor)
         self.provenance: ProvenanceRecorder | None = None  # recorded at each launch
+        self.heartbeat = Heartbeat(experiment.name)  # readers tell a dead runner by it
 
     def run(self) -> RunSummary:
         now = time.time()
@@ -202,6 +205,7 @@ class _Loop:
                         self._inject()
                     self._poll()
                     self.session.commit()
+                    self.heartbeat.beat()
                     self.display.refresh()
                     time.sleep(POLL_SECONDS)
             except KeyboardInterrupt:
@@ -535,9 +539,11 @@ def _failure(code: int, run_dir: Path) -> str:
 
 
 def _recover_stale(session: Session, experiment: Experiment, executor: Executor,
-                   ranks: int = 1) -> None:
+                   ranks: int = 1, previous: RunnerState | None = None) -> None:
     """Close attempts left open by a runner that was killed, keeping their journals (of
-    every rank, in a multi-rank trial)."""
+    every rank, in a multi-rank trial). They end at their last sign of life (the dead
+    runner's heartbeat or the trial's last journal line), not now."""
+    why = previous.gone() if previous is not None else "labcoat run was stopped while it ran"
     for trial in experiment.trials:
         attempt = store.last_attempt(trial)
         if trial.status != "running" or attempt is None or attempt.ended_at is not None:
@@ -553,26 +559,33 @@ def _recover_stale(session: Session, experiment: Experiment, executor: Executor,
         capture_output(session, attempt, attempt.last_step)
         if progress.finish_status == "done":
             # The trial reached run.finish(); only its exit code went unobserved.
-            store.end_attempt(
-                session,
-                attempt,
-                exit_code=None,
-                trial_status="done",
-                cause="finished (exit not observed: labcoat run was stopped)",
-            )
+            store.end_attempt(session, attempt, exit_code=None, trial_status="done",
+                              cause=f"finished (exit not observed: {why})")
         else:
-            store.end_attempt(
-                session,
-                attempt,
-                exit_code=None,
-                trial_status="pending",
-                cause="lost (labcoat run was stopped while it ran)",
-            )
+            store.end_attempt(session, attempt, exit_code=None, trial_status="pending",
+                              cause=f"interrupted ({why})")
+        ended = last_sign_of_life(attempt, previous)
+        if ended is not None:
+            attempt.ended_at = ended
+
+
+def last_sign_of_life(attempt: Attempt, runner: RunnerState | None) -> datetime | None:
+    """When an attempt whose runner died was last known to run: the later of the runner's
+    last heartbeat and the trial's last journal line, never before it started nor in the
+    future; None if neither is known."""
+    seen = [t for t in (runner.heartbeat if runner else None, attempt.last_record_time)
+            if t is not None]
+    if not seen:
+        return None
+    started = store.as_utc(attempt.started_at).timestamp()
+    moment = min(max(max(seen), started), time.time())
+    return datetime.fromtimestamp(moment, UTC)
 
 
 @contextmanager
-def _experiment_lock(name: str) -> Iterator[None]:
-    """One runner per experiment: a second `labcoat run` on it stops with a message."""
+def _experiment_lock(name: str) -> Iterator[RunnerState | None]:
+    """One runner per experiment: a second `labcoat run` on it stops with a message.
+    Yields the previous runner's state (pid, host, last heartbeat) as its file said."""
     lock_dir = env.home() / "runs" / name
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / ".lock", "a+") as handle:
@@ -582,12 +595,21 @@ def _experiment_lock(name: str) -> Iterator[None]:
             handle.seek(0)
             raise LabcoatError(
                 f"experiment {name!r} is already being run by another `labcoat run` "
-                f"(pid {handle.read().strip() or '?'}); wait for it or stop it first"
+                f"({_holder(handle.read())}); wait for it or stop it first"
             ) from None
+        handle.seek(0)
+        before = handle.read()
+        previous = runner_state(name, before, os.fstat(handle.fileno()).st_mtime
+                                ) if before.strip() else None
         handle.truncate(0)
-        handle.write(str(os.getpid()))
+        handle.write(identity())
         handle.flush()
-        yield
+        yield previous
+
+
+def _holder(text: str) -> str:
+    fields = text.split()
+    return f"pid {fields[0] if fields else '?'}" + (f" on {fields[1]}" if len(fields) > 1 else "")
 
 
 @contextmanager
