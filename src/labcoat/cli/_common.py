@@ -25,11 +25,13 @@ ExpArg = Annotated[str, typer.Argument(help="experiment name (or id)")]
 @contextmanager
 def store_session() -> Iterator[Session]:
     """A session on the store for a read verb; ad-hoc runs that finished since the last
-    read are ingested first (trials only journal; the reading side records them)."""
-    from labcoat import store
+    read are ingested first (trials only journal; the reading side records them). A store
+    is created only to record such runs: reading never leaves a new ./.labcoat behind
+    (`store.open_store(create=False)`)."""
+    from labcoat import environment, store
     from labcoat.runner import ingest_adhoc_runs
 
-    db = store.open_store()
+    db = store.open_store(create=(environment.home() / "adhoc").is_dir())
     try:
         for name in ingest_adhoc_runs(db):
             Console(stderr=True).print(f"[dim]recorded ad-hoc run {escape(name)}[/]")

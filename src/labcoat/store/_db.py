@@ -40,8 +40,12 @@ class Store:
         self.engine.dispose()
 
 
-def open_store(url: str | None = None) -> Store:
-    """Open (creating and migrating if needed) the store at `url` (default: LABCOAT_DB/HOME)."""
+def open_store(url: str | None = None, *, create: bool = True) -> Store:
+    """Open (creating and migrating if needed) the store at `url` (default: LABCOAT_DB/HOME).
+
+    create=False (the read verbs): a SQLite file that does not exist is read as an empty
+    store, in memory, and nothing is created (no ./.labcoat left in a directory where
+    someone only ran `labcoat report`); messages still name the file looked for."""
     url = url or environment.database_url()
     try:
         parsed = make_url(url)
@@ -57,6 +61,8 @@ def open_store(url: str | None = None) -> Store:
             "(e.g. sqlite:////path/labcoat.db or postgresql+psycopg://user@host/db)"
         )
     if backend == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not create and not Path(parsed.database).exists():
+            return _empty_store(Path(parsed.database))
         _prepare_sqlite_path(Path(parsed.database))
         _check_sqlite_file(Path(parsed.database), _shown(parsed))
     try:
@@ -88,6 +94,17 @@ def unreadable(where: str, error: Exception) -> str:
             "labcoat store. labcoat has not changed it. Move it aside and restore a backup "
             "(or try `sqlite3 FILE .recover`), or point LABCOAT_HOME / LABCOAT_DB elsewhere "
             "to start a new store")
+
+
+def _empty_store(path: Path) -> Store:
+    """An empty store in memory, named for the file that does not exist: `find_experiment`
+    then says "no experiment named X in the store file:PATH" and nothing is written."""
+    from labcoat.store._models import Base
+
+    # SQLite's URI form: an in-memory database named PATH, shared by the pool's connections
+    engine = create_engine(f"sqlite:///file:{path}?mode=memory&cache=shared&uri=true")
+    Base.metadata.create_all(engine)
+    return Store(engine)
 
 
 _HINT = "Set LABCOAT_HOME to a writable directory or LABCOAT_DB to a reachable database URL."
