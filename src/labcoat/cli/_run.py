@@ -15,6 +15,7 @@ from labcoat.cli._common import console
 from labcoat.cli._design import example_design
 from labcoat.cli._results import report
 from labcoat.errors import LabcoatError
+from labcoat.spec import LARGE_DESIGN
 
 
 def run(
@@ -46,6 +47,9 @@ def run(
     slurm: Annotated[list[str] | None, typer.Option(
         help="--executor slurm: an sbatch setting KEY=VALUE, e.g. account=ml (repeatable); "
              "cluster=local runs the jobs with submitit's local executor")] = None,
+    yes: Annotated[bool, typer.Option(
+        "--yes", help=f"start a design past its `budget: max_trials` or over "
+        f"{LARGE_DESIGN:,} trials (without it, run refuses and says the size)")] = False,
 ) -> None:
     """Run every unfinished trial of DESIGN; run it again to resume after a stop."""
     from labcoat.monitor import run_until_decisive, standard_monitors
@@ -65,7 +69,7 @@ def run(
         return
     summary = run_design(design, parallelism=parallel, console=console, plain=plain or None,
                          chaos=chaos, chaos_seed=chaos_seed, amend=amend, executor=runs_on,
-                         monitors=standard_monitors())
+                         monitors=standard_monitors(), allow_large=yes)
     _print_run_summary(summary)
 
 

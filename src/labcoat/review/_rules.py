@@ -257,7 +257,7 @@ def budget(ctx: Context) -> Iterator[Finding]:
     b = ctx.design.budget
     if b is None:
         return
-    trials = len(spec.expand(ctx.design, python="python"))
+    trials = spec.trial_count(ctx.design)
     if b.max_trials is not None and trials > b.max_trials:
         yield ctx.finding("budget-exceeded", "error", ("budget", "max_trials"),
                           f"the design runs {trials} trials, over the budget of {b.max_trials}",
@@ -277,6 +277,18 @@ def budget(ctx: Context) -> Iterator[Finding]:
                               f"{trials} trials x {b.trial_minutes:g} min x {per_trial:g} "
                               f"{kind}s = {hours:.1f} {kind}-hours, over the budget of {limit:g}",
                               "drop seeds, arms or scales, or raise the budget")
+
+
+def large_design(ctx: Context) -> Iterator[Finding]:
+    """A design far larger than usual (`seeds: 100000` for 10) is said before it runs;
+    with `budget: max_trials` the budget rule says it instead."""
+    if ctx.design.budget is not None and ctx.design.budget.max_trials is not None:
+        return
+    problem = spec.size_problem(ctx.design)
+    if problem:
+        yield ctx.finding("large-design", "warning", ("seeds",), problem,
+                          "`labcoat run` asks for --yes before it starts them; declare "
+                          "`budget: {max_trials: N}` if this size is intended")
 
 
 def aliasing(ctx: Context) -> Iterator[Finding]:
@@ -331,6 +343,7 @@ def _hypothesis_paths(design: Design) -> Iterator[tuple[tuple, Hypothesis]]:
 
 RULES: tuple[Rule, ...] = (
     single_seed, confounded_arm, no_hypothesis, uncorrected_family, smallest_effect,
-    underpowered, pilot_metric, eval_at_end, seed_pairing, seed_streams, budget, aliasing,
+    underpowered, pilot_metric, eval_at_end, seed_pairing, seed_streams, budget, large_design,
+    aliasing,
     contamination,
 )

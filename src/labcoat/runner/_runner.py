@@ -95,6 +95,7 @@ def run_design(
     sequential: dict | None = None,
     executor: ExecutorConfig | None = None,
     monitors: Sequence[MonitorFactory] = (),
+    allow_large: bool = False,
 ) -> RunSummary:
     """Run every unfinished trial of the design at `design_path`.
 
@@ -105,10 +106,15 @@ def run_design(
     executor: where trials run (default: local processes; see `_executor`).
     monitors: live checks of running trials (`labcoat.monitor.standard_monitors()`: early
     warning against references, scaling extrapolation); none by default.
+    allow_large: start a design past its budget of trials or `spec.LARGE_DESIGN` (else a
+    LabcoatError says its size before anything is expanded or recorded).
     """
     path = Path(design_path)
     chaos_spec = parse_chaos(chaos) if chaos else None
     design = spec.load_design(path)
+    too_large = None if allow_large else spec.size_problem(design)
+    if too_large:
+        raise LabcoatError(f"{path}: {too_large}, or pass --yes to run them all")
     file_trials = spec.expand(design)
     if extra_seeds:
         design = design.model_copy(update={"seeds": [*design.seeds, *extra_seeds]})

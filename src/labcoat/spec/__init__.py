@@ -2,6 +2,7 @@
 
 from labcoat.spec._checks import Problem, design_problems
 from labcoat.spec._expand import (
+    LARGE_DESIGN,
     ArmSpec,
     TrialSpec,
     arm_specs,
@@ -9,6 +10,8 @@ from labcoat.spec._expand import (
     expand,
     factorial_runs,
     render_command,
+    size_problem,
+    trial_count,
 )
 from labcoat.spec._load import (
     DesignCheck,
@@ -37,6 +40,7 @@ __all__ = [
     "numeric_param",
     "scale_variable",
     "line_of",
+    "LARGE_DESIGN",
     "MAX_RANKS",
     "Arm",
     "ArmSpec",
@@ -61,4 +65,6 @@ __all__ = [
     "load_design",
     "parse_design",
     "render_command",
+    "size_problem",
+    "trial_count",
 ]

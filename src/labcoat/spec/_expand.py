@@ -22,6 +22,9 @@ from labcoat.spec._schema import Design, Scalar, factor_arm_name
 # Seeds of different arms when `paired_seeds: false`: arm i gets seed + i * OFFSET.
 UNPAIRED_SEED_OFFSET = 100_003
 DEFAULT_EVAL_BUDGET = 0.05  # {eval_budget} when the design gives none: 5% of training time
+# Past this many trials a design is more likely a typo (`seeds: 100000`) than a plan: the
+# runner asks for --yes and lint warns (a declared `budget: {max_trials: N}` sets the bound).
+LARGE_DESIGN = 2000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +82,27 @@ def factorial_runs(design: Design) -> list[dict[str, str]]:
             levels[new] = names[new][0] if sign < 0 else names[new][1]
         runs.append({f: levels[f] for f in factors})
     return runs
+
+
+def trial_count(design: Design) -> int:
+    """How many trials `expand` would make, without making them (arms x seeds x scales)."""
+    arms = len(design.arms or {}) if design.factors is None else len(factorial_runs(design))
+    return arms * len(design.seeds) * max(1, len(design.scales))
+
+
+def size_problem(design: Design) -> str | None:
+    """Why the design is too large to start without asking: past its declared budget of
+    trials, or past LARGE_DESIGN; None if it is not."""
+    count = trial_count(design)
+    limit = design.budget.max_trials if design.budget and design.budget.max_trials else None
+    if count <= (limit or LARGE_DESIGN):
+        return None
+    bound = (f"its budget of {limit:,} (`budget: max_trials`)" if limit
+             else f"the {LARGE_DESIGN:,} labcoat starts without asking")
+    scales = f" x {len(design.scales)} scales" if design.scales else ""
+    arms = count // len(design.seeds) // max(1, len(design.scales))
+    return (f"the design expands to {count:,} trials ({arms} arms x {len(design.seeds):,} "
+            f"seeds{scales}), past {bound}; lower `seeds:` (or arms, scales)")
 
 
 def expand(design: Design, *, python: str | None = None) -> list[TrialSpec]:
