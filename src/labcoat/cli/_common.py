@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -39,6 +42,29 @@ def store_session() -> Iterator[Session]:
             yield s
     finally:
         db.close()
+
+
+def labcoat_command() -> str:
+    """How to call labcoat from this shell, for the "next:" lines: `labcoat` if that is on
+    PATH and is this install, else this install's script (`.venv/bin/labcoat`), else
+    `python -m labcoat.cli` with this interpreter. A printed command must run as printed."""
+    script = Path(sys.executable).parent / "labcoat"
+    on_path = shutil.which("labcoat")
+    if on_path and (not script.exists() or _same(Path(on_path), script)):
+        return "labcoat"
+    if script.exists():
+        try:
+            return str(script.absolute().relative_to(Path.cwd()))
+        except ValueError:
+            return str(script.absolute())
+    return f"{sys.executable} -m labcoat.cli"
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def print_json(data: Any) -> None:

@@ -9,11 +9,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from labcoat.cli._common import JsonFlag, console, print_json
+from labcoat.cli._common import JsonFlag, console, labcoat_command, print_json
 from labcoat.errors import LabcoatError
 
 EXAMPLE = "warmup.yaml"
-
 
 
 def example_design() -> str:
@@ -27,7 +26,8 @@ def init(directory: Annotated[Path, typer.Argument(help="where to write design.y
         raise LabcoatError(f"{target} already exists; choose another directory or remove it")
     directory.mkdir(parents=True, exist_ok=True)
     target.write_text(example_design(), encoding="utf-8")
-    console.print(f"wrote {escape(str(target))}; run it with: labcoat run {escape(str(target))}")
+    console.print(f"wrote {escape(str(target))}; run it with: {escape(labcoat_command())} run "
+                  f"{escape(str(target))}", soft_wrap=True)
 
 
 def lint(

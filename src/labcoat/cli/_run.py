@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from labcoat.cli._common import console
+from labcoat.cli._common import console, labcoat_command
 from labcoat.cli._design import example_design
 from labcoat.cli._results import report
 from labcoat.errors import LabcoatError
@@ -78,10 +79,16 @@ def _print_run_summary(summary: Any) -> None:
                   f"{len(summary.failed)} failed")
     if summary.failed:
         console.print(f"[red]failed:[/] {escape(', '.join(summary.failed))}; "
-                      f"`labcoat diagnose {escape(summary.experiment)}` says why (cause, step, "
-                      "rank, evidence)")
+                      f"`{escape(labcoat_command())} diagnose {escape(summary.experiment)}` "
+                      "says why (cause, step, rank, evidence)", soft_wrap=True)
         raise typer.Exit(1)
-    console.print(f"next: labcoat report {escape(summary.experiment)}")
+    console.print(f"next: {escape(labcoat_command())} report {escape(summary.experiment)}",
+                  soft_wrap=True)
+
+
+def _with_home(home: Path, verb: str) -> str:
+    """A command that reads the demo's home, runnable as printed (bash, zsh)."""
+    return f"LABCOAT_HOME={shlex.quote(str(home))} {labcoat_command()} {verb}"
 
 
 def import_command(
@@ -108,7 +115,8 @@ def import_command(
                   f"{tasks}", soft_wrap=True)
     for note in done.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
-    console.print(f"next: labcoat report {escape(done.experiment)}", soft_wrap=True)
+    console.print(f"next: {escape(labcoat_command())} report {escape(done.experiment)}",
+                  soft_wrap=True)
 
 
 def demo(
@@ -140,6 +148,8 @@ def demo(
     console.print()
     report(summary.experiment)
     console.print(f"\n[dim]Results stay in {escape(str(home))}; explore them with "
-                  f"LABCOAT_HOME={escape(str(home))} labcoat show {summary.experiment}[/]")
+                  f"{escape(_with_home(home, f'show {summary.experiment}'))} or "
+                  f"{escape(_with_home(home, f'report {summary.experiment}'))}[/]",
+                  soft_wrap=True)
     if summary.failed:
         raise typer.Exit(1)  # the example should never fail: a non-zero status says it did

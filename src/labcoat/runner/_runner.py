@@ -41,6 +41,7 @@ from labcoat.runner._ingest import Progress, ingest_attempt, ingest_ranks, journ
 from labcoat.runner._liveness import Heartbeat, RunnerState, identity, runner_state
 from labcoat.runner._local import kill_stale, stderr_tail
 from labcoat.runner._monitor import Monitor, MonitorFactory
+from labcoat.runner._preflight import missing_extra
 from labcoat.runner._provenance import ProvenanceRecorder
 from labcoat.runner._ranks import (
     RankGroup,
@@ -119,6 +120,9 @@ def run_design(
     if extra_seeds:
         design = design.model_copy(update={"seeds": [*design.seeds, *extra_seeds]})
     trials = spec.expand(design)
+    missing = missing_extra(trials)
+    if missing:
+        raise LabcoatError(f"{path}: {missing}")
     ranks = design.ranks or 1
     check_launcher(ranks)
     workers = parallelism or design.parallelism or max(1, (os.cpu_count() or 1) // ranks)
@@ -153,6 +157,7 @@ def run_design(
             loop.provenance = ProvenanceRecorder(path, design, experiment.design_hash)
             loop.ranks = ranks
             loop.monitors = [make(session, experiment) for make in monitors]
+            loop.display.note(_where_line(db, experiment))
             return loop.run()
     finally:
         db.close()
@@ -496,6 +501,17 @@ def _where(attempt: Attempt, process: TrialHandle) -> None:
         attempt.pid = process.pid
     if process.host is not None and attempt.host != process.host:
         attempt.host = process.host
+
+
+def _where_line(db: store.Store, experiment: Experiment) -> str:
+    """Where things happen, said once at the start: trial commands run in the directory
+    `labcoat run` was started from (relative paths in a design resolve there)."""
+    url = db.engine.url
+    where = url.database if url.get_backend_name() == "sqlite" else url.render_as_string(
+        hide_password=True)
+    logs = env.home() / "runs" / experiment.name
+    return (f"trials run in {os.getcwd()} (this directory: relative paths in the command "
+            f"resolve here); store: {where}; logs: {logs}/TRIAL/attempt-N/")
 
 
 def _crash_loop(trial: Trial, attempt: Attempt, code: int | None, cause: str) -> bool:
