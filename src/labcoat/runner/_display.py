@@ -1,11 +1,19 @@
-"""What `labcoat run` shows: a Rich live table on a terminal, plain lines elsewhere."""
+"""What `labcoat run` shows: a Rich live table on a terminal, plain lines elsewhere.
+
+A table of every trial is cheap for tens of trials; for thousands, building and drawing
+it each refresh took most of a core (2,000 trials: see benchmarks/README.md, "Live
+display at scale"). Past SUMMARY_AT trials the live view summarises: counts per state
+per arm, the running trials, the latest failures. It is redrawn at most
+REFRESH_PER_SECOND times a second, however often the runner asks.
+"""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 
@@ -16,11 +24,16 @@ STATUS_STYLE = {
     "done": "green",
     "failed": "red",
 }
+SUMMARY_AT = 40  # more trials than this: the summary instead of a row per trial
+SHOWN_RUNNING = 20  # running trials listed in the summary
+SHOWN_FAILURES = 5  # latest failures listed in the summary
+REFRESH_PER_SECOND = 2.0
 
 
 @dataclass
 class TrialRow:
     key: str
+    arm: str = ""
     status: str = "pending"
     step: int | None = None
     total: int | None = None
@@ -56,23 +69,33 @@ class Display:
         self.console = console or Console()
         self.plain = not self.console.is_terminal if plain is None else plain
         self._live: Live | None = None
+        self._drawn = 0.0  # when the live view was last redrawn
 
     def __enter__(self) -> Display:
         if not self.plain:
-            self._live = Live(
-                self._table(), console=self.console, refresh_per_second=4, transient=False
-            )
+            # no auto-refresh: Rich would redraw the whole view 4 times a second on its own
+            self._live = Live(self.view(), console=self.console, auto_refresh=False,
+                              transient=False)
             self._live.__enter__()
+            self._drawn = time.monotonic()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
-            self._live.update(self._table())
+            self._live.update(self.view(), refresh=True)
             self._live.__exit__(*exc)
 
     def refresh(self) -> None:
-        if self._live is not None:
-            self._live.update(self._table())
+        """Redraw the live view, at most REFRESH_PER_SECOND times a second."""
+        now = time.monotonic()
+        if self._live is None or now - self._drawn < 1 / REFRESH_PER_SECOND:
+            return
+        self._drawn = now
+        self._live.update(self.view(), refresh=True)
+
+    def view(self) -> RenderableType:
+        """A row per trial, or past SUMMARY_AT trials the summary."""
+        return self._table() if len(self.rows) <= SUMMARY_AT else self._summary()
 
     def note(self, text: str) -> None:
         """A line about the whole run, above the live table."""
@@ -88,11 +111,12 @@ class Display:
             self.rows[key].note = text
             self.refresh()
 
-    def _table(self) -> Table:
-        table = Table(title=self.title, expand=False)
+    def _table(self, rows: list[TrialRow] | None = None, title: str | None = None) -> Table:
+        table = Table(title=self.title if title is None else title, expand=False,
+                      title_justify="left" if title else "center")
         for column in ("trial", "status", "step", "latest", "elapsed", "eta", "note"):
             table.add_column(column, no_wrap=column != "note")
-        for row in self.rows.values():
+        for row in self.rows.values() if rows is None else rows:
             step = (
                 "" if row.step is None else f"{row.step}" + (f"/{row.total}" if row.total else "")
             )
@@ -106,6 +130,33 @@ class Display:
                 row.note,
             )
         return table
+
+    def _summary(self) -> Group:
+        """Counts per state per arm, then the running trials and the latest failures."""
+        counts: dict[str, Counter[str]] = {}
+        running, failed = [], []
+        for row in self.rows.values():
+            counts.setdefault(row.arm, Counter())[row.status] += 1
+            if row.status in ("running", "restarting"):
+                running.append(row)
+            elif row.status == "failed":
+                failed.append(row)
+        states = [s for s in STATUS_STYLE if any(c[s] for c in counts.values())]
+        table = Table("arm", *states, "trials", title=f"{self.title} ({len(self.rows):,} "
+                      "trials)", expand=False)
+        for arm, c in counts.items():
+            table.add_row(arm or "-", *(f"[{STATUS_STYLE[s]}]{c[s]:,}" for s in states),
+                          f"{sum(c.values()):,}")
+        parts: list[RenderableType] = [table]
+        if running:
+            more = len(running) - SHOWN_RUNNING
+            parts.append(self._table(running[:SHOWN_RUNNING], title=f"running ({len(running)}"
+                                     + (f", {more} not shown" if more > 0 else "") + ")"))
+        if failed:
+            failed.sort(key=lambda r: r.ended or 0, reverse=True)
+            parts.append(self._table(failed[:SHOWN_FAILURES],
+                                     title=f"latest failures (of {len(failed)})"))
+        return Group(*parts)
 
 
 def _duration(seconds: float | None) -> str:

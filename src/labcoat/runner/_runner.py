@@ -537,6 +537,7 @@ def _row(trial: Trial) -> TrialRow:
     attempt = store.last_attempt(trial)
     return TrialRow(
         key=escape(trial.key),
+        arm=escape(trial.arm),
         status=trial.status,
         total=trial.total_steps,
         step=attempt.last_step if attempt else None,
