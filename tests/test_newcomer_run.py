@@ -7,6 +7,8 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from helpers import cli, fake_design
 
 # torch absent as after `pip install .`: no finder sees it, so find_spec("torch") is None
@@ -68,3 +70,18 @@ def test_printed_next_commands_run_as_printed_without_labcoat_on_path(
                            env=dict(os.environ), timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "Verdict" in shown.stdout or "fake" in shown.stdout
+
+
+@pytest.mark.slow  # trains tinylm: 6 short trials
+def test_the_demo_ends_with_commands_that_run_as_printed(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no venv activated
+    monkeypatch.delenv("LABCOAT_HOME", raising=False)
+    out = cli("demo", "--steps", "6", cwd=tmp_path, timeout=900, check=True).stdout
+    tail = " ".join(out.split("explore them with", 1)[1].split())
+    show, report = (part.strip() for part in tail.split(" or ", 1))
+    for command in (show, report):
+        assert " labcoat " not in f" {command} "  # a bare labcoat is not on this PATH
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True,
+                              text=True, env=dict(os.environ), timeout=120)  # as typed
+        assert done.returncode == 0, (command, done.stderr)
+        assert "warmup-demo" in done.stdout

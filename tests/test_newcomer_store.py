@@ -17,7 +17,7 @@ def test_reading_from_another_directory_names_the_store_and_creates_nothing(
     for verb in (("report", "fake"), ("status", "fake"), ("show", "fake")):
         result = cli(*verb, cwd=elsewhere)
         assert result.returncode == 2, result.stdout + result.stderr
-        assert f"no experiment named 'fake' in the store file:{looked_in}" in result.stderr
+        assert f"no experiment named 'fake' in the store {looked_in} " in result.stderr
         assert "Traceback" not in result.stderr
     assert "no experiments yet" in cli("status", cwd=elsewhere, check=True).stdout
     assert list(elsewhere.iterdir()) == []  # no ./.labcoat left behind

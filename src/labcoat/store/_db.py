@@ -97,12 +97,15 @@ def unreadable(where: str, error: Exception) -> str:
 
 
 def _empty_store(path: Path) -> Store:
-    """An empty store in memory, named for the file that does not exist: `find_experiment`
-    then says "no experiment named X in the store file:PATH" and nothing is written."""
+    """An empty store in memory, under the URL of the file that does not exist:
+    `find_experiment` then says "no experiment named X in the store PATH", and nothing is
+    written anywhere."""
+    from sqlalchemy.pool import StaticPool
+
     from labcoat.store._models import Base
 
-    # SQLite's URI form: an in-memory database named PATH, shared by the pool's connections
-    engine = create_engine(f"sqlite:///file:{path}?mode=memory&cache=shared&uri=true")
+    engine = create_engine(f"sqlite:///{path}", poolclass=StaticPool,
+                           creator=lambda: sqlite3.connect(":memory:", check_same_thread=False))
     Base.metadata.create_all(engine)
     return Store(engine)
 
