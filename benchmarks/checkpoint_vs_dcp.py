@@ -154,7 +154,7 @@ def main() -> None:
             for arm in arms:
                 print(f"{arm:10} {fmt(stalls[arm])}   {fmt(durable[arm])}")
             for peer in ("dcp-async", "dcp-save"):
-                ratios = sorted(a / b for a, b in zip(stalls["labcoat"], stalls[peer]))
+                ratios = sorted(a / b for a, b in zip(stalls["labcoat"], stalls[peer], strict=True))
                 print(f"stall labcoat/{peer}: min {ratios[0]:.3f} median "
                       f"{statistics.median(ratios):.3f} max {ratios[-1]:.3f} (paired by save)")
         dist.destroy_process_group()

@@ -87,7 +87,7 @@ def main() -> None:
                     peer = set(res["ids"])
             print(f"round {r}: labcoat {ours_t[-1]:.2f} s, lm-eval {peer_t[-1]:.2f} s, "
                   f"load {os.getloadavg()}", flush=True)
-    ratios = sorted(p / o for p, o in zip(peer_t, ours_t))
+    ratios = sorted(p / o for p, o in zip(peer_t, ours_t, strict=True))
     print(f"lm-eval {version}; corpus {size / 1e6:.1f} MB plain text, {ITEMS} items "
           f"({PLANTED} planted), n = {N}")
     print(f"labcoat s min/med/max: {min(ours_t):.2f} {statistics.median(ours_t):.2f} "
