@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -214,3 +215,14 @@ def recorded_once(experiment: str) -> tuple[dict, dict, dict]:
     for rows in (points, items):
         assert len(rows) == len(dict(rows)), "a point was recorded twice"
     return dict(points), dict(items), attempts
+
+
+def plotly_figures(html: str) -> list[tuple[list, dict]]:
+    """(traces, layout) of every Plotly figure the page draws."""
+    decoder = json.JSONDecoder()
+    out = []
+    for found in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', html):
+        traces, end = decoder.raw_decode(html, found.end())
+        layout, _ = decoder.raw_decode(html, end + len(re.match(r",\s*", html[end:])[0]))
+        out.append((traces, layout))
+    return out

@@ -5,12 +5,11 @@ plots")."""
 
 import json
 import random
-import re
 
 import pytest
 from fastapi.testclient import TestClient
 
-from helpers import cli, stored_experiment
+from helpers import cli, plotly_figures, stored_experiment
 from labcoat.web import create_app
 
 SCALAR = """name: acc
@@ -51,17 +50,6 @@ def _item_trials():
     return trials
 
 
-def figures(html: str) -> list[tuple[list, dict]]:
-    """(traces, layout) of every Plotly figure the page draws."""
-    decoder = json.JSONDecoder()
-    out = []
-    for found in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', html):
-        traces, end = decoder.raw_decode(html, found.end())
-        layout, _ = decoder.raw_decode(html, end + len(re.match(r",\s*", html[end:])[0]))
-        out.append((traces, layout))
-    return out
-
-
 def _ends(values: list, bar: dict | None, sign: int) -> list[float]:
     if not bar or not bar.get("array"):
         return []
@@ -74,7 +62,7 @@ def drawn_intervals(html: str) -> dict[str, list[float]]:
     """Every interval end drawn, by figure title: error bars' ends, and the y of filled
     bands (the curves' seed ranges)."""
     out: dict[str, list[float]] = {}
-    for traces, layout in figures(html):
+    for traces, layout in plotly_figures(html):
         title = layout.get("title", {}).get("text", "")
         ends = out.setdefault(title, [])
         for t in traces:
@@ -127,7 +115,7 @@ def test_per_arm_plot_names_its_axis_and_shows_every_seed_on_top(home):
     stored_experiment("acc", SCALAR, _scalar_trials())
     out = home / "report.html"
     cli("report", "acc", "--html", str(out), check=True)
-    traces, layout = next(f for f in figures(out.read_text(encoding="utf-8"))
+    traces, layout = next(f for f in plotly_figures(out.read_text(encoding="utf-8"))
                           if "per arm" in f[1]["title"]["text"])
     assert layout["yaxis"]["title"]["text"] == "accuracy"
     for arm, values in (("base", [0.2, 0.9, 0.5]), ("hot", [0.55, 0.99, 0.97])):

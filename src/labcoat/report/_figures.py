@@ -15,6 +15,7 @@ from html import escape
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from labcoat.analysis import AGGREGATES, MACRO, ArmResult, Comparison, HypothesisResult
 
@@ -26,6 +27,11 @@ LAYOUT = {"template": "plotly_white", "font": {"family": "system-ui, sans-serif"
           # legend above the plot: below it, it would cover the x-axis title
           "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1,
                      "xanchor": "right"}}
+
+MEAN_OFFSET = 0.12  # per-arm plot: the mean's x left of its arm's tick
+SEED_SPREAD = (0.0, 0.3)  # and its seeds' x range right of the mean
+# small multiples, in pixels: margins (LAYOUT's), then per row a panel and the gap below it
+GRID_TOP, PANEL_HEIGHT, PANEL_GAP = 130, 230, 70
 
 
 def colors(arms: list[str]) -> dict[str, str]:
@@ -98,49 +104,108 @@ def aggregates_plot(result: HypothesisResult, palette: dict[str, str]) -> go.Fig
 
 
 def arms_plot(result: HypothesisResult, palette: dict[str, str]) -> go.Figure:
-    """The primary metric per arm: each seed as a dot, the mean with its t CI."""
+    """The primary metric per arm: the mean with its t CI, and each seed as a dot beside
+    it (arm i at x = i: the mean just left of i, the seeds spread to its right, so no dot
+    hides behind the error bar and equal values stay apart)."""
     fig = _figure(f"{result.hypothesis.metric} per arm: seeds and mean with 95% CI")
-    for arm in result.arms:
-        _arm_trace(fig, arm, palette)
+    for index, arm in enumerate(result.arms):
+        _arm_trace(fig, index, arm, palette)
+    fig.update_xaxes(tickvals=list(range(len(result.arms))), zeroline=False, showgrid=False,
+                     ticktext=[escape(arm.arm) for arm in result.arms],
+                     range=[-0.5, len(result.arms) - 0.5])
     fig.update_yaxes(title=escape(result.hypothesis.metric))
     return fig
 
 
-def _arm_trace(fig: go.Figure, arm: ArmResult, palette: dict[str, str]) -> None:
-    """The mean and its CI, then the seeds over them (drawn last, outlined): drawn first, a
-    dot on the error bar's line would be hidden behind it."""
+def _arm_trace(fig: go.Figure, index: int, arm: ArmResult, palette: dict[str, str]) -> None:
+    """The mean and its CI, then the seeds (drawn last, so on top, outlined)."""
     label = escape(arm.arm)
     if arm.overall is not None and math.isfinite(arm.overall.low):
         i = arm.overall
         fig.add_trace(go.Scatter(
-            x=[label], y=[i.point], mode="markers", name=label,
-            marker={"color": palette.get(arm.arm), "size": 12, "symbol": "line-ew-open",
+            x=[index - MEAN_OFFSET], y=[i.point], mode="markers", name=label,
+            marker={"color": palette.get(arm.arm), "size": 14, "symbol": "line-ew-open",
                     "line": {"width": 3}},
+            hovertemplate=f"{label}: mean %{{y:.4g}}<extra></extra>",
             error_y={"type": "data", "symmetric": False, "array": [i.high - i.point],
-                     "arrayminus": [i.point - i.low]}))
-    fig.add_trace(go.Scatter(x=[label] * len(arm.values), y=arm.values, mode="markers",
-                             name=f"{label} seeds", showlegend=False, marker={
-                                 "color": palette.get(arm.arm), "opacity": 0.7, "size": 7,
-                                 "line": {"color": "white", "width": 1}}))
+                     "arrayminus": [i.point - i.low], "thickness": 2, "width": 8}))
+    n = len(arm.values)
+    fig.add_trace(go.Scatter(
+        x=[index + SEED_SPREAD[0] + (SEED_SPREAD[1] - SEED_SPREAD[0]) * (k + 0.5) / n
+           for k in range(n)], y=arm.values, mode="markers", name=f"{label} seeds",
+        showlegend=False, text=[escape(key) for key in arm.trials],
+        hovertemplate="%{text}: %{y:.4g}<extra></extra>",
+        marker={"color": palette.get(arm.arm), "opacity": 0.8, "size": 8,
+                "line": {"color": "white", "width": 1}}))
 
 
 def curves_plot(metric: str, curves: dict[str, dict[str, Any]],
                 palette: dict[str, str]) -> go.Figure:
-    """One metric over steps: per arm, the mean over trials and a band from the lowest to
-    the highest trial (at the steps report._curves chose)."""
-    fig = _figure(f"{metric} over steps: mean over seeds, band = lowest to highest seed")
-    for arm, c in curves.items():
-        color = palette.get(arm, PALETTE[0])
-        label = escape(arm)
-        fig.add_trace(go.Scatter(
-            x=c["step"] + c["step"][::-1], y=c["high"] + c["low"][::-1], fill="toself",
-            fillcolor=_alpha(color, 0.18), line={"width": 0}, hoverinfo="skip",
-            name=f"{label} seed range", legendgroup=label, showlegend=False))
-        fig.add_trace(go.Scatter(x=c["step"], y=c["mean"], mode="lines", legendgroup=label,
-                                 name=f"{label} (n={c['trials']})", line={"color": color}))
-    fig.update_xaxes(title="step")
-    fig.update_yaxes(title=escape(metric))
+    """One metric over steps (a grid of one)."""
+    return curves_grid({metric: curves}, palette, columns=1)
+
+
+def curves_grid(curves: dict[str, dict[str, dict[str, Any]]], palette: dict[str, str], *,
+                title: str | None = None, columns: int = 3, shared_y: bool = False
+                ) -> go.Figure:
+    """Small multiples, one panel per metric (curves: metric -> arm -> report._curves
+    arm curve): per arm the mean over trials and a band from the lowest to the highest
+    trial. One legend entry per arm, which toggles the arm in every panel."""
+    names = list(curves)
+    columns = max(1, min(columns, len(names)))
+    rows = math.ceil(len(names) / columns)
+    height = GRID_TOP + rows * PANEL_HEIGHT
+    fig = make_subplots(rows=rows, cols=columns, shared_yaxes=shared_y,
+                        subplot_titles=[escape(n) for n in names],
+                        horizontal_spacing=0.06 if shared_y else 0.08,
+                        vertical_spacing=PANEL_GAP / (rows * PANEL_HEIGHT))
+    if title is None:
+        title = (f"{names[0]} over steps" if len(names) == 1 else "over steps") + \
+            ": mean over seeds, band = lowest to highest seed"
+    # the legend in the top margin: at y=1 of the plot area it would cover panel titles
+    legend = {**LAYOUT["legend"], "yref": "container", "y": 1, "yanchor": "top"}
+    fig.update_layout(**{**LAYOUT, "height": height, "legend": legend},
+                      title={"text": escape(title), "x": 0})
+    shown: set[str] = set()
+    for k, (metric, per_arm) in enumerate(curves.items()):
+        row, col = divmod(k, columns)
+        for arm, c in per_arm.items():
+            _curve_traces(fig, metric, arm, c, palette, row + 1, col + 1, arm not in shown)
+            shown.add(arm)
+        if k + columns >= len(names):  # the lowest panel of its column
+            fig.update_xaxes(title="step", row=row + 1, col=col + 1)
+    for annotation, domain in zip(fig.layout.annotations, _x_domains(fig, len(names)),
+                                  strict=True):  # panel titles flush left, like the page's
+        annotation.update(x=domain[0], xanchor="left", font={"size": 12})
     return fig
+
+
+def _curve_traces(fig: go.Figure, metric: str, arm: str, c: dict[str, Any],
+                  palette: dict[str, str], row: int, col: int, legend: bool) -> None:
+    color = palette.get(arm, PALETTE[0])
+    label = escape(arm)
+    fig.add_trace(go.Scatter(
+        x=c["step"] + c["step"][::-1], y=c["high"] + c["low"][::-1], fill="toself",
+        fillcolor=_alpha(color, 0.18), line={"width": 0}, hoverinfo="skip",
+        name=f"{label} seed range", legendgroup=label, showlegend=False), row=row, col=col)
+    fig.add_trace(go.Scatter(
+        x=c["step"], y=c["mean"], mode="lines", legendgroup=label, showlegend=legend,
+        name=f"{label} (n={c['trials']})", line={"color": color, "width": 1.5},
+        hovertemplate=f"{label}, {escape(metric)}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"),
+        row=row, col=col)
+
+
+def _x_domains(fig: go.Figure, panels: int) -> list[tuple[float, float]]:
+    """The x domain of each of the first `panels` subplots, in subplot order."""
+    layout = fig.layout
+    return [layout[f"xaxis{'' if k == 0 else k + 1}"].domain for k in range(panels)]
+
+
+def constant_value(per_arm: dict[str, dict[str, Any]]) -> float | None:
+    """The value of a metric that every trial logged the same at every drawn step (e.g.
+    `eval/items`), else None: such a metric is a fact to state, not a curve."""
+    values = {v for c in per_arm.values() for key in ("low", "high") for v in c[key]}
+    return values.pop() if len(values) == 1 else None
 
 
 def overlay_plot(metric: str, runs: list[tuple[str, dict[str, dict[str, Any]]]]
@@ -247,3 +312,26 @@ def _alpha(hex_color: str, alpha: float) -> str:
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
+
+
+def curve_panels(curves: dict[str, dict[str, dict[str, Any]]], primary: list[str],
+                 tasks: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                            dict[str, float | None]]:
+    """Which curves to draw, in reading order: (main, per_task, not_drawn).
+
+    main: metric -> arm curves, the primary metrics first, then the rest alphabetically;
+    per_task: primary metric -> {task: arm curves} for its `<metric>/<task>` curves (a
+    grid of their own); not_drawn: metric -> its constant value (None: no finite value).
+    """
+    not_drawn = {m: constant_value(per) for m, per in curves.items()
+                 if not per or constant_value(per) is not None}
+    drawn = [m for m in curves if m not in not_drawn]
+    per_task = {}
+    for metric in primary:
+        found = {t: curves[f"{metric}/{t}"] for t in tasks if f"{metric}/{t}" in drawn}
+        if len(found) > 1:
+            per_task[metric] = found
+    taken = {f"{m}/{t}" for m, found in per_task.items() for t in found}
+    order = sorted((m for m in drawn if m not in taken),
+                   key=lambda m: (primary.index(m) if m in primary else len(primary), m))
+    return {m: curves[m] for m in order}, per_task, dict(sorted(not_drawn.items()))

@@ -3,10 +3,11 @@ also the dashboard's experiment page.
 
 It renders a `ReportPage` (report._page: the terminal report's Analysis plus
 design, review, curves, timeline and commands) with the figures of
-report._figures. Plotly's JavaScript is inlined once in the page's head, so the
-file opens without a network; the dashboard passes a URL instead. Every string
-that comes from a user (names, claims, messages, commands) goes through
-`html.escape`. Each section says when its capability has nothing to show.
+report._figures, in the order a reader asks: the verdicts and their forest plots,
+then the curves (small multiples), then the details. plotly.js is in the page once,
+packed (report._plotly), so the file opens without a network; the dashboard passes
+a URL instead. Every string that comes from a user (names, claims, messages, commands)
+goes through `html.escape`. Each section says when its capability has nothing to show.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from labcoat.analysis import (
     verdict_word,
 )
 from labcoat.errors import LabcoatError
+from labcoat.report._plotly import figure_div, head_scripts, packed_plotly_js, tail_scripts
+from labcoat.report._plotly import plotly_js as plotly_js  # report.plotly_js (the dashboard)
 from labcoat.report._status import goodput_line
 from labcoat.report._terminal import _interval  # one wording of an interval in both reports
 from labcoat.stats import Adjusted, Difference
-
-INSTALL_HINT = "pip install 'labcoat[ui]'"
 
 CSS = """
 :root { --ink: #1d2733; --muted: #5b6775; --line: #d8dee6; --bg: #f6f8fa;
@@ -69,16 +70,6 @@ pre { background: var(--bg); padding: 10px; overflow-x: auto; border: 1px solid 
 """
 
 
-def plotly_js() -> str:
-    """Plotly's JavaScript bundle (about 4.8 MB), from the `plotly` package."""
-    try:
-        from plotly.offline import get_plotlyjs
-    except ImportError:
-        raise LabcoatError(f"the HTML report needs plotly, which is not installed; install it "
-                           f"with: {INSTALL_HINT}") from None
-    return get_plotlyjs()
-
-
 def render_html(page: ReportPage, *, plotly_src: str | None = None, refresh: int | None = None,
                 trial_href: Callable[[str], str] | None = None, back_href: str | None = None
                 ) -> str:
@@ -88,23 +79,23 @@ def render_html(page: ReportPage, *, plotly_src: str | None = None, refresh: int
     refresh: seconds after which the browser reloads (a live dashboard page).
     trial_href: link target of each trial's key (the dashboard's trial pages).
     """
-    js = (f"<script>{plotly_js()}</script>" if plotly_src is None
-          else f'<script src="{escape(plotly_src)}"></script>')
     renderer = _Renderer(page, trial_href)
     body = renderer.body()
     head = (f"<meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
             "<link rel='icon' href='data:,'>"  # no favicon request (offline, no 404)
             f"<title>labcoat report: {escape(page.experiment['name'])}</title>"
             + (f"<meta http-equiv='refresh' content='{int(refresh)}'>" if refresh else "")
-            + f"<style>{CSS}</style>{js}")
+            + f"<style>{CSS}</style>{head_scripts(plotly_src)}")
     back = f"<p class='noprint'><a href='{escape(back_href)}'>&larr; all experiments</a></p>" \
         if back_href else ""
-    return f"<!DOCTYPE html><html lang='en'><head>{head}</head><body>{back}{body}</body></html>"
+    return (f"<!DOCTYPE html><html lang='en'><head>{head}</head><body>{back}{body}"
+            f"{tail_scripts(plotly_src)}</body></html>")
 
 
 def figure_html(fig: Any, div_id: str) -> str:
-    """A figure as a div and the inline script that draws it (plotly.js loaded once by the
-    page). Plotly's JSON escapes "</" so no label can close the script."""
+    """A figure as a div and the inline script that draws it, for pages that load plotly.js
+    with a plain <script src> first (the dashboard's trial and compare pages). Plotly's
+    JSON escapes "</" so no label can close the script."""
     import plotly.io as pio
 
     return "<div class='figure'>" + pio.to_html(
@@ -128,14 +119,15 @@ class _Renderer:
 
     def plot(self, fig: Any) -> str:
         self.count += 1
-        return figure_html(fig, f"fig{self.count}")
+        return figure_div(fig, f"fig{self.count}")
 
     def body(self) -> str:
+        # what a reader asks first: the verdict and its effects, then how training went
         sections = [("verdicts", "Verdicts", self.verdicts()),
+                    ("curves", "Training and eval curves", self.curves()),
+                    ("hypotheses", "Hypotheses, effects and intervals", self.hypotheses()),
                     ("design", "Design and pre-registration", self.design()),
                     ("review", "Design review", self.review()),
-                    ("hypotheses", "Hypotheses, effects and intervals", self.hypotheses()),
-                    ("curves", "Training and eval curves", self.curves()),
                     ("scaling", "Scaling", self.scaling()),
                     ("incidents", "Incidents, restarts and goodput", self.incidents()),
                     ("trials", "Trials and how to reproduce them", self.trials())]
@@ -175,6 +167,8 @@ class _Renderer:
             out.append(f"<p class='warning'>warning: {escape(message)}</p>")
         for key, why in a.excluded:
             out.append(f"<p class='muted'>not counted: {escape(key)} - {escape(why)}</p>")
+        out += [self.plot(self.fig.forest_plot(c, result)) for result in a.results
+                for c in result.comparisons if c.seeds is not None]
         for variant, s in a.sequential.items():
             out.append(f"<p>sequential (anytime-valid, pre-registered): {escape(variant)} - "
                        f"{escape(str(s['decision']))} after {s['n']} seeds per arm, "
@@ -294,17 +288,31 @@ class _Renderer:
                        f" = {i.point:.2f} [{i.low:.2f}, {i.high:.2f}] (0.5 = no difference)</p>")
         if c.generalization is not None:
             out.append(f"<p>Across tasks: {escape(c.generalization.summary)}</p>")
-        out.append(self.plot(self.fig.forest_plot(c, result)))
         return "".join(out)
 
     def curves(self) -> str:
         if not self.page.curves:
             return "<p class='note'>no metric logged yet.</p>"
-        return ("<p class='muted'>line: mean over the arm's trials at up to 200 steps (chosen "
-                "by LTTB on its longest trial); band: lowest to highest trial. A trial's page "
-                "shows all its points, thinned by LTTB.</p>"
-                + "".join(self.plot(self.fig.curves_plot(metric, per_arm, self.palette))
-                          for metric, per_arm in self.page.curves.items()))
+        results = self.a.results
+        main, per_task, not_drawn = self.fig.curve_panels(
+            self.page.curves, list(dict.fromkeys(r.hypothesis.metric for r in results)),
+            list(dict.fromkeys(t for r in results for t in r.tasks)))
+        out = ["<p class='muted'>line: mean over the arm's trials at up to 200 steps (chosen "
+               "by LTTB on its longest trial); band: lowest to highest trial. A trial's page "
+               "shows all its points, thinned by LTTB.</p>"]
+        if main:
+            out.append(self.plot(self.fig.curves_grid(main, self.palette)))
+        for metric, tasks in per_task.items():
+            out.append(self.plot(self.fig.curves_grid(
+                tasks, self.palette, columns=5, shared_y=True,
+                title=f"{metric} per task over steps: mean over seeds, band = lowest to "
+                      "highest seed")))
+        if not_drawn:
+            out.append("<p class='muted'>not drawn (the same in every trial at every step): "
+                       + "; ".join(f"{escape(m)} = {_num(v, '.6g')}" if v is not None
+                                   else f"{escape(m)}: no finite value"
+                                   for m, v in not_drawn.items()) + "</p>")
+        return "".join(out)
 
     def scaling(self) -> str:
         data = self.a.scales
@@ -449,7 +457,7 @@ def write_html_report(session: Any, experiment: Any, path: Any) -> int:
     if not target.parent.is_dir():
         raise LabcoatError(f"--html {target}: directory {target.parent} does not exist; "
                            "create it or choose another path")
-    plotly_js()  # inlined by render_html; loaded first so a missing plotly fails fast
+    packed_plotly_js()  # inlined by render_html; first, so a missing plotly fails fast
     text = render_html(report_page(session, experiment), plotly_src=None)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
