@@ -19,6 +19,8 @@ def test_reading_from_another_directory_names_the_store_and_creates_nothing(
         assert result.returncode == 2, result.stdout + result.stderr
         assert f"no experiment named 'fake' in the store {looked_in} " in result.stderr
         assert "Traceback" not in result.stderr
-    assert "no experiments yet" in cli("status", cwd=elsewhere, check=True).stdout
+    assert f"no experiments yet in {looked_in}" in " ".join(
+        cli("status", cwd=elsewhere, check=True).stdout.split())
+    cli("lint", str(design), cwd=elsewhere)  # lint reads the store for pilots (1 seed: exit 1)
     assert list(elsewhere.iterdir()) == []  # no ./.labcoat left behind
     assert "fake" in cli("status", cwd=project, check=True).stdout  # the store still reads

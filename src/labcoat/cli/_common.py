@@ -44,6 +44,19 @@ def store_session() -> Iterator[Session]:
         db.close()
 
 
+def store_location() -> str:
+    """Where the store is, as a user would look for it: the SQLite file's path, else the
+    LABCOAT_DB URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    from labcoat import environment
+
+    url = make_url(environment.database_url())
+    if url.get_backend_name() == "sqlite" and url.database:
+        return url.database
+    return url.render_as_string(hide_password=True)
+
+
 def labcoat_command() -> str:
     """How to call labcoat from this shell, for the "next:" lines: `labcoat` if that is on
     PATH and is this install, else this install's script (`.venv/bin/labcoat`), else

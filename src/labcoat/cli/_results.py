@@ -11,7 +11,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from labcoat.cli._common import ExpArg, JsonFlag, console, print_json, store_session, strict
+from labcoat.cli._common import (
+    ExpArg,
+    JsonFlag,
+    console,
+    labcoat_command,
+    print_json,
+    store_location,
+    store_session,
+    strict,
+)
 from labcoat.cli._reproduce import show_provenance
 from labcoat.errors import LabcoatError
 
@@ -38,7 +47,8 @@ def status(
             if rows:
                 reports.print_wide(table, console)
             else:
-                console.print("no experiments yet: labcoat run design.yaml")
+                console.print(f"no experiments yet in {escape(store_location())}: "
+                              f"{labcoat_command()} run design.yaml", soft_wrap=True)
             return
         data = reports.status_data(session, store.find_experiment(session, experiment))
     if as_json:

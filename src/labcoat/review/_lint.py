@@ -40,7 +40,7 @@ def pilots_from_store(design_path: str | Path, pilot: str | None) -> dict[str, P
         design = spec.load_design(design_path)
     except LabcoatError:
         return {}
-    db = store.open_store()
+    db = store.open_store(create=False)  # linting reads; it never leaves a new ./.labcoat
     try:
         with db.session() as session:
             names = [pilot] if pilot else [design.name]

@@ -26,8 +26,11 @@ _NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni"
 
 def _p_array(p_values: Sequence[float]) -> np.ndarray:
     p = np.asarray(p_values, dtype=float).ravel()
-    if not np.all((p >= 0) & (p <= 1)):  # also catches NaN
-        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    bad = ~((p >= 0) & (p <= 1))  # also catches NaN
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"p-values must lie in [0, 1]: p[{i}] = {p[i]} "
+                         f"({int(bad.sum())} of {p.size} outside)")
     return p
 
 
