@@ -134,18 +134,7 @@ class _Rows:
         if kind == "step":
             self._step_times(record, step, progress)
         elif kind == "log":
-            for name, value in record["metrics"].items():
-                value = _value(value, f"metric {name!r}")
-                self.points.append(
-                    {
-                        **self.ids,
-                        "name": str(name),
-                        "step": step,
-                        "value": value,
-                        "time": record.get("time"),
-                    }
-                )
-                progress.latest[str(name)] = value
+            self._log(record["metrics"], step, record.get("time"), progress)
         elif kind == "items":
             items, scores = record["items"], record["scores"]
             if len(items) != len(scores):
@@ -212,6 +201,18 @@ class _Rows:
                 times.setdefault(rank, []).append(value)
                 self.points.append({**self.ids, "name": f"{name}/rank{rank}", "step": step,
                                     "value": value, "time": record.get("time")})
+
+    def _log(self, metrics: dict[str, Any], step: int | None, time: Any,
+             progress: Progress) -> None:
+        """A log record's points (the bulk of most journals: kept to one dict per point)."""
+        trial_id, attempt_id = self.ids["trial_id"], self.ids["attempt_id"]
+        for name, value in metrics.items():
+            if type(value) is not float:  # the common case, checked fast
+                value = _value(value, f"metric {name!r}")
+            name = name if type(name) is str else str(name)
+            self.points.append({"trial_id": trial_id, "attempt_id": attempt_id, "name": name,
+                                "step": step, "value": value, "time": time})
+            progress.latest[name] = value
 
     def _times(self, kind: str, time: Any) -> None:
         """First logged step and last journal line of the attempt (for goodput)."""
