@@ -12,7 +12,8 @@ beside it, so the scripts never live in the repository). Loops:
 - ``mlp``: 256-512-512-10 MLP, batch 128, AdamW (~5 ms steps idle);
 - ``cnn``: two conv layers + linear head on 1x28x28, batch 32, AdamW (~3-5 ms);
 - ``tinylm``: labcoat's reference workload (``labcoat.workloads.tinylm``
-  defaults: width 64, depth 2, batch 64; ~11-15 ms), training steps only;
+  defaults: width 64, depth 2, batch 64; ~11-15 ms), training steps only, with
+  its lr schedule set every step (the schedule it declares to the guard);
 - ``ddp``: the MLP under ``DistributedDataParallel`` on 2 gloo ranks (torchrun),
   each rank its own batch of 64.
 
@@ -27,7 +28,9 @@ needs the value). Arms, each a fresh process, run ``--steps`` steps:
   ``traincheck-collect --invariants <inferred> --models-to-track model`` (the
   checking run TrainCheck's README prescribes: selective instrumentation
   from the invariants, its default policy of 10 warm-up steps then every
-  10th step traced), checked afterwards with ``traincheck-check`` (offline, not timed);
+  10th step traced; its default ``proxy`` model tracker, ``subclass`` for
+  ``ddp``: see ``TC_STYLE``), checked afterwards with ``traincheck-check``
+  (offline, not timed);
 - ``labcoat_ab`` (labcoat only): plain, guarded, plain models of the loop in ONE
   process, rotating per step as in ``benchmarks/guard.py``: the precise figure
   (no process-to-process noise) that the <= 1.02 tinylm target is judged on.
@@ -59,6 +62,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPS = ("mlp", "cnn", "tinylm", "ddp")
+# TrainCheck's model tracker per loop: its default (proxy) everywhere but under DDP, where
+# the proxied parameters crash DDP's C++ Reducer (SIGSEGV in ``_ddp_init_helper``, torch
+# 2.13); ``sampler`` needs the optimizer built in the script's own source, so ``subclass``.
+TC_STYLE = {"mlp": "proxy", "cnn": "proxy", "tinylm": "proxy", "ddp": "subclass"}
 ARMS = ("plain", "labcoat", "tc_plain", "traincheck", "labcoat_ab")
 
 # The loop script. Top-level code on purpose: TrainCheck's instrumenter rewrites the
@@ -99,21 +106,28 @@ LOOP_SOURCE = textwrap.dedent('''\
 
 
     def build_rest(net, seed):
-        """(optimizer, next_batch, loss_of, watch options) for LOOP's `net`."""
+        """(optimizer, next_batch, loss_of, watch options, set_lr(step)) for LOOP's `net`."""
         gen = torch.Generator().manual_seed(1000 + RANK)
         if LOOP in ("mlp", "ddp", "cnn"):
             n = 32 if LOOP == "cnn" else 64 if DDP else 128
             shape = (1, 28, 28) if LOOP == "cnn" else (256,)
             batch = lambda: (torch.randn(n, *shape, generator=gen),
                              torch.randint(0, 10, (n,), generator=gen))
-            return torch.optim.AdamW(net.parameters(), lr=1e-3), batch, F.cross_entropy, {}
+            return (torch.optim.AdamW(net.parameters(), lr=1e-3), batch, F.cross_entropy, {},
+                    lambda step: None)
         from labcoat.workloads.tinylm import (Config, TrainStream, build_optimizer,
-                                              guard_options, make_eval_set, masked_loss)
+                                              guard_options, learning_rate, make_eval_set,
+                                              masked_loss)
         cfg = Config(threads=1, seed=seed)
         stream = TrainStream(cfg.seed_for("data"),
                              make_eval_set(cfg.eval_items, cfg.tasks).held_out(), cfg.tasks)
-        return (build_optimizer(net, cfg), lambda: stream.batch(cfg.batch_size), masked_loss,
-                guard_options(cfg))
+        opt = build_optimizer(net, cfg)
+
+        def set_lr(step):  # the schedule tinylm declares to the guard, as its loop applies it
+            for group in opt.param_groups:
+                group["lr"] = learning_rate(step, cfg) * group.get("lr_scale", 1.0)
+        return (opt, lambda: stream.batch(cfg.batch_size), masked_loss, guard_options(cfg),
+                set_lr)
 
 
     def result(times, extra=None):
@@ -127,7 +141,7 @@ LOOP_SOURCE = textwrap.dedent('''\
 
     if TOOL != "labcoat_ab":
         model = build_net(0)
-        opt, next_batch, loss_of, options = build_rest(model, 0)
+        opt, next_batch, loss_of, options, set_lr = build_rest(model, 0)
         train_model = torch.nn.parallel.DistributedDataParallel(model) if DDP else model
         guard = None
         if TOOL == "labcoat":
@@ -136,6 +150,7 @@ LOOP_SOURCE = textwrap.dedent('''\
         times = []
         last = time.perf_counter()
         for step in range(STEPS):
+            set_lr(step + 1)
             x, y = next_batch()
             loss = loss_of(train_model(x), y)
             opt.zero_grad()
@@ -158,14 +173,15 @@ LOOP_SOURCE = textwrap.dedent('''\
         arms = []
         for name in ("plain_a", "guard", "plain_b"):
             net = build_net(0)
-            opt, next_batch, loss_of, options = build_rest(net, 0)
+            opt, next_batch, loss_of, options, set_lr = build_rest(net, 0)
             wrapped = torch.nn.parallel.DistributedDataParallel(net) if DDP else net
             guard = watch(net, opt, **options) if name == "guard" else None
             arms.append({"name": name, "net": wrapped, "opt": opt, "batch": next_batch,
-                         "loss": loss_of, "guard": guard, "times": []})
+                         "loss": loss_of, "guard": guard, "set_lr": set_lr, "times": []})
         for step in range(STEPS):
             for a in arms[step % 3:] + arms[:step % 3]:
                 started = time.perf_counter()
+                a["set_lr"](step + 1)
                 x, y = a["batch"]()
                 loss = a["loss"](a["net"](x), y)
                 a["opt"].zero_grad()
@@ -200,7 +216,8 @@ def _python_cmd(python: str, loop: str, script: Path) -> list[str]:
 def _tc_cmd(args: argparse.Namespace, loop: str, script: Path, trace: Path,
             invariants: Path | None) -> list[str]:
     cmd = [str(Path(args.tc_venv) / "bin" / "traincheck-collect"), "--pyscript", str(script),
-           "--models-to-track", "model", "--output-dir", str(trace)]
+           "--models-to-track", "model", "--model-tracker-style",
+           args.tc_style or TC_STYLE[loop], "--output-dir", str(trace)]
     if loop == "ddp":  # TrainCheck runs a shell script that names the python script
         sh = script.with_suffix(".sh")
         sh.write_text(" ".join(_python_cmd(str(Path(args.tc_venv) / "bin" / "python"), loop,
@@ -297,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="/tmp/gvt")
     parser.add_argument("--tc-venv", default="/tmp/tc-venv")
     parser.add_argument("--reinfer", action="store_true")
+    parser.add_argument("--tc-style", choices=("proxy", "subclass", "sampler"), default=None,
+                        help="TrainCheck's model tracker for every loop (default: TC_STYLE)")
     parser.add_argument("--nice", action="store_true", help="run every arm under nice")
     parser.add_argument("--check", action="store_true",
                         help="run traincheck-check on round 0's traces afterwards (not timed)")

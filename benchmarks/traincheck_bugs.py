@@ -467,11 +467,14 @@ def _per_worker_seed(worker_id: int) -> None:
 
 
 def _worker_rng(bug: bool, seed: int) -> Setup:
-    """Loader workers sharing one RNG (issue 18 miss class, no TrainCheck id; the pre-1.9
-    PyTorch NumPy fork bug re-expressed with a worker_init_fn that seeds every worker
-    alike): 2 workers, NumPy noise augmentation, so worker 0's k-th batch gets the same
-    noise as worker 1's. The bug exists from step 1 (onset 1); the loader is given with
-    ``loaders=``. Clean twin: the workers seed NumPy from ``torch.initial_seed()``."""
+    """stackoverflow-67180955 (loader workers apply the same augmentation: before PyTorch
+    1.9 every forked worker inherited one NumPy RNG state; TrainCheck marks it not
+    reproducible, since it needs torch 1.8 and its old Python; issue 18's miss class). Same
+    mechanism on current torch: a worker_init_fn that seeds every worker's NumPy alike
+    (what the fork did), 2 workers, NumPy noise augmentation, so worker 0's k-th batch gets
+    the same noise as worker 1's. The bug exists from step 1 (onset 1); the loader is
+    given with ``loaders=``. Clean twin: the workers seed NumPy from
+    ``torch.initial_seed()``."""
     loader = torch.utils.data.DataLoader(
         _Noisy(seed, 32 * STEPS), batch_size=32, shuffle=True, num_workers=2,
         worker_init_fn=_SameSeed(seed) if bug else _per_worker_seed,
@@ -490,6 +493,7 @@ CASES: dict[str, Callable[[bool, int], Setup]] = {
     "deepspeed-1801 (partial grad clipping)": _deepspeed_1801,
     "mmpretrain-702 (frozen stage trained)": _mmpretrain_702,
     "lightning-thunder-725 (autocast dtype)": _lightning_thunder_725,
+    "stackoverflow-67180955 (workers share an RNG)": _worker_rng,
     "miss: batch norm evaluated first": _bn_eval_first,
     "miss: weights-only reload": _weights_reload,
     "miss: optimizer state reload": _optimizer_reload,
@@ -497,7 +501,7 @@ CASES: dict[str, Callable[[bool, int], Setup]] = {
     "miss: trunk cut from step 1": _trunk_cut_step1,
     "miss: trunk cut at a resume": _trunk_cut_resume,
     "miss: resume without optimizer state": _resume_fresh_optimizer,
-    "miss: loader workers share one RNG": _worker_rng,
+
 }
 
 
@@ -570,7 +574,7 @@ def main() -> None:
     parser.add_argument("--no-dist", action="store_true", help="skip the distributed ids")
     args = parser.parse_args()
     seeds = range(args.seeds)
-    print(f"{'id':46} {'caught':>7} {'rule':28} {'latency':>8} {'false alarms':>13}")
+    print(f"{'id':46} {'caught':>7} {'rule':36} {'latency':>8} {'false alarms':>13}")
     rows = []
     for name, case in CASES.items():
         if args.only not in name:
@@ -595,7 +599,7 @@ def main() -> None:
 def _row(name: str, caught: int, n: int, rules: list[str], latency: int | None, false: int,
          false_rules: list[str]) -> None:
     extra = f"  ({','.join(false_rules)})" if false else ""
-    print(f"{name:46} {caught:>3}/{n:<3} {','.join(rules) or '-':28} "
+    print(f"{name:46} {caught:>3}/{n:<3} {','.join(rules) or '-':36} "
           f"{(latency if latency is not None else '-')!s:>8} {false:>6}/{n}{extra}", flush=True)
 
 
