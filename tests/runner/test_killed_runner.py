@@ -51,6 +51,12 @@ def test_status_after_kill_9_says_interrupted_and_run_resumes(home, tmp_path):
     assert rows and not any(" running " in line for line in rows), status
     assert "fake: interrupted" in status
     assert "attempts of" in status and " s " in status  # the open attempts' durations shown
+    for verb in ("status", "show"):  # the JSON says the same as the table
+        data = json.loads(cli(verb, "fake", "--json", check=True).stdout)
+        assert data["experiment"]["status"] == "interrupted", (verb, data["experiment"])
+        assert {t["status"] for t in data["trials"]} == {"interrupted"}, verb
+    listed = json.loads(cli("status", "--json", check=True).stdout)
+    assert [r["status"] for r in listed if r["name"] == "fake"] == ["interrupted"]
 
     time.sleep(3)  # a resume that closed the attempts "now" would add these seconds
     gate.touch()

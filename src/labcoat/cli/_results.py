@@ -36,7 +36,8 @@ def status(
 
     with store_session() as session:
         if experiment is None:
-            rows = [reports.experiment_summary(e) for e in store.list_experiments(session)]
+            rows = [reports.summary_interrupted(reports.experiment_summary(e))
+                    for e in store.list_experiments(session)]
             if as_json:
                 print_json(rows)
                 return
@@ -52,7 +53,7 @@ def status(
             return
         data = reports.status_data(session, store.find_experiment(session, experiment))
     if as_json:
-        print_json(data)
+        print_json(reports.mark_interrupted(data))
     else:
         reports.print_status(data, console)
 
@@ -83,7 +84,7 @@ def show(
         data = reports.status_data(session, exp)
         design = exp.design_yaml
     if as_json:
-        print_json(data)
+        print_json(reports.mark_interrupted(data))
         return
     if design:
         console.print(f"[bold]design[/] ({escape(data['experiment']['design_hash'][:12])}):")

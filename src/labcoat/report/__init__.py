@@ -42,7 +42,13 @@ if TYPE_CHECKING:
     from labcoat.report._reproduce import print_provenance, print_replay, print_rerun
     from labcoat.report._review import plan_dict, print_findings, print_plan
     from labcoat.report._scales import print_backtest, print_fit
-    from labcoat.report._status import goodput_line, print_status, print_wide
+    from labcoat.report._status import (
+        goodput_line,
+        mark_interrupted,
+        print_status,
+        print_wide,
+        summary_interrupted,
+    )
     from labcoat.report._terminal import analysis_dict, print_report
 
 # Names load on first use: `labcoat status`, `show` and `logs` do not import scipy (1 s),
@@ -61,6 +67,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_reproduce": ("print_provenance", "print_replay", "print_rerun"),
     "_review": ("plan_dict", "print_findings", "print_plan"),
     "_scales": ("print_backtest", "print_fit"),
-    "_status": ("goodput_line", "print_status", "print_wide"),
+    "_status": ("goodput_line", "mark_interrupted", "print_status", "print_wide",
+                "summary_interrupted"),
     "_terminal": ("analysis_dict", "print_report"),
 })

@@ -76,6 +76,14 @@ def mark_interrupted(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "experiment": experiment, "trials": trials}
 
 
+def summary_interrupted(row: dict[str, Any]) -> dict[str, Any]:
+    """An `experiment_summary` row as `mark_interrupted` would show its experiment."""
+    if row["status"] != "running":
+        return row
+    state = runner_state(row["name"])
+    return row if state is None or state.alive else {**row, "status": "interrupted"}
+
+
 def _interrupted(trial: dict[str, Any], why: str, heartbeat: float | None) -> dict[str, Any]:
     history = [dict(a) for a in trial["attempt_history"]]
     if history and history[-1]["seconds"] is None and heartbeat is not None:
