@@ -53,7 +53,7 @@ def status(
             return
         data = reports.status_data(session, store.find_experiment(session, experiment))
     if as_json:
-        print_json(reports.mark_interrupted(data))
+        print_json(reports.mark_interrupted(data, documented=True))
     else:
         reports.print_status(data, console)
 
@@ -84,7 +84,7 @@ def show(
         data = reports.status_data(session, exp)
         design = exp.design_yaml
     if as_json:
-        print_json(reports.mark_interrupted(data))
+        print_json(reports.mark_interrupted(data, documented=True))
         return
     if design:
         console.print(f"[bold]design[/] ({escape(data['experiment']['design_hash'][:12])}):")

@@ -59,19 +59,25 @@ def print_status(data: dict[str, Any], console: Console) -> None:
                           soft_wrap=True)
 
 
-def mark_interrupted(data: dict[str, Any]) -> dict[str, Any]:
+def mark_interrupted(data: dict[str, Any], *, documented: bool = False) -> dict[str, Any]:
     """Trials the store calls running whose runner is gone (kill -9, a crash) as
     "interrupted (runner pid N gone)", their open attempt lasting until the runner's last
-    heartbeat; `labcoat run` again resumes them. `data` is left unchanged."""
+    heartbeat; `labcoat run` again resumes them. `data` is left unchanged.
+
+    documented=True (the `--json` shapes, whose trial statuses are pending, running, done,
+    failed): statuses stay as recorded; such trials get "interrupted": true and the
+    cause, and the experiment "runner": "pid N gone"."""
     running = [t for t in data["trials"] if t["status"] == "running"]
     state = runner_state(data["experiment"]["name"]) if running else None
     if state is None or state.alive:
         return data
     why = f"interrupted ({state.gone()}); `labcoat run` again resumes it"
-    trials = [_interrupted(t, why, state.heartbeat) if t["status"] == "running" else t
-              for t in data["trials"]]
+    trials = [_interrupted(t, why, state.heartbeat, documented) if t["status"] == "running"
+              else t for t in data["trials"]]
     experiment = dict(data["experiment"])
-    if experiment["status"] == "running":
+    if documented:
+        experiment["runner"] = state.gone()
+    elif experiment["status"] == "running":
         experiment["status"] = "interrupted"
     return {**data, "experiment": experiment, "trials": trials}
 
@@ -84,14 +90,16 @@ def summary_interrupted(row: dict[str, Any]) -> dict[str, Any]:
     return row if state is None or state.alive else {**row, "status": "interrupted"}
 
 
-def _interrupted(trial: dict[str, Any], why: str, heartbeat: float | None) -> dict[str, Any]:
+def _interrupted(trial: dict[str, Any], why: str, heartbeat: float | None,
+                 documented: bool) -> dict[str, Any]:
     history = [dict(a) for a in trial["attempt_history"]]
     if history and history[-1]["seconds"] is None and heartbeat is not None:
         started = datetime.fromisoformat(history[-1]["started_at"])
         started = started if started.tzinfo else started.replace(tzinfo=UTC)
         history[-1]["seconds"] = max(0.0, heartbeat - started.timestamp())
         history[-1]["cause"] = why
-    return {**trial, "status": "interrupted", "cause": why, "attempt_history": history}
+    status = {"interrupted": True} if documented else {"status": "interrupted"}
+    return {**trial, **status, "cause": why, "attempt_history": history}
 
 
 _ALERT_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
