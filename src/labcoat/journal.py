@@ -31,6 +31,8 @@ from typing import Any
 
 VERSION = 1
 JOURNAL_NAME = "journal.jsonl"  # inside an attempt's run directory
+# Ranks per trial (journal.rank0 ... journal.rank127): the design's `ranks:` bound too.
+MAX_RANKS = 128  # processes per trial on one machine (torchrun --nproc-per-node)
 
 # Record kinds.
 START, LOG, ITEMS, EVENT, HEARTBEAT, FINISH, STEP = (

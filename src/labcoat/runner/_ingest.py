@@ -20,9 +20,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from labcoat import store
-from labcoat.journal import Events
+from labcoat.journal import MAX_RANKS, Events  # MAX_RANKS keeps ranks' alert keys apart
 from labcoat.sdk import JOURNAL_NAME, JournalChunk, rank_journal, read_journal
-from labcoat.spec import MAX_RANKS  # also keeps alert keys of different ranks apart
 from labcoat.store import Attempt
 
 

@@ -28,12 +28,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from labcoat.journal import MAX_RANKS
+
 Scalar = str | int | float | bool
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Placeholders the runner fills in besides the design's own params.
 BUILTIN_PLACEHOLDERS = ("python", "seed", "arm", "trial", "experiment", "scale", "eval_every",
                         "eval_items", "ranks", "eval_budget")
-MAX_RANKS = 128  # processes per trial on one machine (torchrun --nproc-per-node)
 STREAMS = ("init", "data", "dropout")
 
 
