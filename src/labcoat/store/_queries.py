@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import func, select, text
@@ -70,6 +70,20 @@ def metric_points(
     return list(
         session.scalars(query.order_by(MetricPoint.trial_id, MetricPoint.name, MetricPoint.step))
     )
+
+
+def metric_rows(
+    session: Session, trial_ids: Sequence[int], name: str | None = None
+) -> Iterator[tuple[int, str, int, float]]:
+    """(trial_id, name, step, value) of `metric_points`, in its order, streamed as plain
+    tuples (no ORM objects: `labcoat export` of millions of points in bounded memory)."""
+    query = select(MetricPoint.trial_id, MetricPoint.name, MetricPoint.step, MetricPoint.value
+                   ).where(MetricPoint.trial_id.in_(trial_ids))
+    if name is not None:
+        query = query.where(MetricPoint.name == name)
+    query = query.order_by(MetricPoint.trial_id, MetricPoint.name, MetricPoint.step)
+    for rows in session.execute(query.execution_options(yield_per=10_000)).partitions():
+        yield from rows
 
 
 def last_values(session: Session, trial_ids: Sequence[int], name: str) -> dict[int, float]:
