@@ -20,8 +20,8 @@ file (all 100,000 there, values equal to the formula that made them).
 
 Read: one metric of 100 trials (100 runs x 2 metrics x 2,000 steps in each store, built
 once, not timed; 200,000 points read), each a fresh subprocess: labcoat's store query
-(`store.metric_series`), `labcoat export` of the whole experiment (all 400,000 points
-as JSON lines), and MLflow's `MlflowClient.get_metric_history(run_id, "m0")` for each
+(`store.metric_series`), `labcoat export r --metric m0` (its 200,000 points as JSON
+lines, parsed by the benchmark), and MLflow's `MlflowClient.get_metric_history(run_id, "m0")` for each
 of the 100 runs. The time inside the process (query only, after imports) and the
 process's wall-clock time are both reported; values are checked equal across tools.
 
@@ -308,7 +308,7 @@ def read_benchmark(s: dict[str, Path], root: Path, rounds: int) -> None:
             if arm == "labcoat-export":
                 start = time.perf_counter()
                 done = subprocess.run([str(Path(LABCOAT_PYTHON).with_name("labcoat")), "export",
-                                       "r"], cwd=root, env=child_env(root), capture_output=True,
+                                       "r", "--metric", "m0"], cwd=root, env=child_env(root), capture_output=True,
                                       text=True, check=True)
                 elapsed = time.perf_counter() - start
                 rows = [json.loads(line) for line in done.stdout.splitlines()]
