@@ -144,10 +144,11 @@ dataset_kwargs: {data_files: data.csv}
 output_type: generate_until
 doc_to_text: "{{a}} + {{b}} ="
 doc_to_target: "{{sum}}"
-target_delimiter: ""
 generation_kwargs: {until: ["\\n"]}
 """)
     suite = evals.load_suite(path)
+    # no target_delimiter between prompt and answer: lm-eval-harness compares a
+    # generation with the bare target (its delimiter only joins log-likelihood requests)
     assert suite.scorer.kind == "exact_match" and suite.delimiter == ""
     assert [(i.input, i.target) for i in suite.items] == [("2 + 3 =", "5"), ("10 + 4 =", "14")]
 

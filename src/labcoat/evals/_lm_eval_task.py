@@ -14,7 +14,9 @@ The supported subset of lm-eval-harness's task configuration
   choices; ``doc_to_choice`` may also be a YAML list or render to one.
 - ``output_type``: ``multiple_choice`` (scored by log-likelihood, ``acc``) or
   ``generate_until`` (exact match); ``metric_list`` may name ``acc`` or
-  ``exact_match``; ``target_delimiter`` (default one space).
+  ``exact_match``; ``target_delimiter`` (default one space) between the context and
+  each choice; a ``generate_until`` target follows the context directly, as
+  lm-eval-harness compares the generation with the bare target.
 - accepted and ignored (they do not change zero-shot scoring here): ``tag``,
   ``metadata``, ``description`` when empty, ``fewshot_delimiter``,
   ``generation_kwargs``, ``should_decontaminate``,
@@ -98,7 +100,9 @@ def load_lm_eval_task(path: str | Path) -> EvalSuite:
         items.append(EvalItem(task=name, id=str(index), input=str(text),
                               target=_target(target, choices, where), choices=choices,
                               metadata=dict(doc)))
-    delimiter = config.get("target_delimiter", " ")
+    # lm-eval-harness puts target_delimiter between context and continuation only for
+    # log-likelihood requests; a zero-shot generation is compared with the bare target
+    delimiter = config.get("target_delimiter", " ") if mc else ""
     return EvalSuite(name, tuple(items), Scorer(kind=kind), str(delimiter))
 
 
