@@ -79,6 +79,24 @@ def test_multiple_choice_by_log_likelihood_matches_the_item_loop(model: torch.nn
     assert (result.scores == evals.naive_scores(model, TOKENIZER, suite)).all()
 
 
+def test_one_token_choices_share_one_forward_row(model: torch.nn.Module) -> None:
+    """An item whose choices are single tokens (A/B/C/D answers) runs one row, not one per
+    choice; the scores still equal the one-forward-per-choice item loop's."""
+    suite = _multiple_choice_suite(random.Random(1))
+    fed: list[int] = []
+    hook = model.register_forward_pre_hook(lambda _, args: fed.append(args[0].shape[0]))
+    try:
+        result = EvalEngine(model, TOKENIZER, suite, batch_tokens=200).score()
+    finally:
+        hook.remove()
+    one_token = [len(TOKENIZER.encode(" " + item.target)) == 1 for item in suite.items]
+    assert 40 < sum(one_token) < len(suite.items)  # both kinds of item
+    expected = sum(1 if one else len(item.choices)
+                   for one, item in zip(one_token, suite.items, strict=True))
+    assert sum(fed) == expected
+    assert (result.scores == evals.naive_scores(model, TOKENIZER, suite)).all()
+
+
 def _compact(ids: list[int]) -> str:
     return "".join(decode(ids))
 

@@ -233,17 +233,38 @@ class EvalEngine:
         return out.numpy().astype(float)
 
     def _multiple_choice(self, chosen: np.ndarray) -> np.ndarray:
+        """Sum of each choice's token log-probabilities. The model runs only the rows that
+        are their own representative (`_Tokenized.rep`): an item's one-token choices share
+        one forward pass, read at the context's last position (lm-eval-harness does the
+        same), so A/B/C/D answers cost one row per item, not four."""
         assert self._rows is not None
         rows = self._row_selection(chosen)
+        rep = self._rows["rep"][rows]
+        own = rep == rows
+        forward, own_at = rows[own], own.nonzero().squeeze(1)
+        shared = (~own).nonzero().squeeze(1)  # positions in `rows` read from their rep
+        slot = torch.full((len(self._rows["rep"]),), -1, dtype=torch.int64)
+        slot[forward] = torch.arange(len(forward))
+        shared_rep = slot[rep[shared]]  # each shared row's rep, as a position in `forward`
+        shared_token = self._rows["tokens"][rows[shared], self._rows["starts"][rows[shared]]]
         loglik = torch.empty(len(rows), dtype=torch.float64)
-        for batch in self._plan(chosen, rows, self._rows["lengths"][rows]):
+        for batch in self._plan(chosen, forward, self._rows["lengths"][forward]):
             logits = self.model(batch.tokens)
             logp = F.log_softmax(logits[:, :-1].double(), dim=-1)
             token_logp = logp.gather(-1, batch.tokens[:, 1:, None]).squeeze(-1)
             position = torch.arange(batch.tokens.shape[1] - 1, device=self.device)
             judged = ((position >= batch.starts[:, None] - 1)
                       & (position < batch.lengths[:, None] - 1))
-            loglik[batch.rows] = (token_logp * judged).sum(dim=1).cpu()
+            loglik[own_at[batch.rows]] = (token_logp * judged).sum(dim=1).cpu()
+            if shared.numel():
+                in_batch = torch.full((len(forward),), -1, dtype=torch.int64)
+                in_batch[batch.rows] = torch.arange(len(batch.rows))
+                k = in_batch[shared_rep]
+                take = k >= 0
+                k = k[take].to(self.device)
+                last = logp[k, batch.starts[k] - 1]
+                loglik[shared[take]] = last.gather(
+                    -1, shared_token[take].to(self.device)[:, None]).squeeze(-1).cpu()
         n = len(chosen)
         counts = self._rows["n_choices"][chosen]
         owner = torch.repeat_interleave(torch.arange(n), counts)
@@ -280,8 +301,13 @@ class _Tokenized:
     choice: list[int] = field(default_factory=list)  # the row's choice (0 without choices)
     gold: list[int] = field(default_factory=list)  # per item: the answer's choice index
     n_choices: list[int] = field(default_factory=list)  # per item
+    # per row: the row whose forward pass scores it (itself, or for a one-token choice the
+    # item's first one-token choice: same context, so the same logits at its last token)
+    rep: list[int] = field(default_factory=list)
 
-    def add(self, seq: list[int], start: int, item: int, option: int = 0) -> None:
+    def add(self, seq: list[int], start: int, item: int, option: int = 0,
+            rep: int | None = None) -> None:
+        self.rep.append(len(self.seqs) if rep is None else rep)
         self.seqs.append(seq)
         self.starts.append(start)
         self.owner.append(item)
@@ -301,7 +327,8 @@ class _Tokenized:
         return {"tokens": matrix, "lengths": ints([len(s) for s in self.seqs]),
                 "starts": ints(self.starts), "owner": owner, "choice": ints(self.choice),
                 "first_row": torch.searchsorted(owner, torch.arange(n_items)),
-                "gold": ints(self.gold), "n_choices": ints(self.n_choices or [1] * n_items)}
+                "gold": ints(self.gold), "n_choices": ints(self.n_choices or [1] * n_items),
+                "rep": ints(self.rep)}
 
 
 def _tokenize(suite: EvalSuite, tok: Tokenizer) -> _Tokenized:
@@ -314,8 +341,13 @@ def _tokenize(suite: EvalSuite, tok: Tokenizer) -> _Tokenized:
         if suite.scorer.kind == "multiple_choice":
             rows.gold.append(gold_index(item))
             rows.n_choices.append(len(item.choices or ()))
+            one_token = None  # the item's first row whose choice is a single token
             for c, option in enumerate(item.choices or ()):
-                rows.add(context + list(tok.encode(suite.delimiter + option)), len(context), i, c)
+                continuation = list(tok.encode(suite.delimiter + option))
+                if len(continuation) == 1 and one_token is None:
+                    one_token = len(rows.seqs)
+                rows.add(context + continuation, len(context), i, c,
+                         rep=one_token if len(continuation) == 1 else None)
         elif suite.scorer.generates:
             rows.add(context, len(context), i)
         else:
