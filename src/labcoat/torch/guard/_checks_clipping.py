@@ -98,10 +98,12 @@ class GradClip(Check):
         idx = sorted(produced)
         before = torch.stack([produced[i] for i in idx]).tolist()
         applied = step.grad_norms[idx]
-        ok = np.array(before) > 0
+        before = np.array(before)
+        # non-finite norms are the nonfinite.* rules' to report, not a clipping pattern
+        ok = np.isfinite(before) & (before > 0) & np.isfinite(applied)
         if ok.sum() < 3:
             return
-        ratio = applied[ok] / np.array(before)[ok]
+        ratio = applied[ok] / before[ok]
         names = [self.ctx.params.names[i] for i, k in zip(idx, ok, strict=True) if k]
         same = np.abs(ratio - 1) <= SAME_RTOL
         scaled = ratio < SCALED_BELOW
