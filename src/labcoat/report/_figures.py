@@ -139,12 +139,6 @@ def _arm_trace(fig: go.Figure, index: int, arm: ArmResult, palette: dict[str, st
                 "line": {"color": "white", "width": 1}}))
 
 
-def curves_plot(metric: str, curves: dict[str, dict[str, Any]],
-                palette: dict[str, str]) -> go.Figure:
-    """One metric over steps (a grid of one)."""
-    return curves_grid({metric: curves}, palette, columns=1)
-
-
 def curves_grid(curves: dict[str, dict[str, dict[str, Any]]], palette: dict[str, str], *,
                 title: str | None = None, columns: int = 3, shared_y: bool = False
                 ) -> go.Figure:
@@ -323,8 +317,8 @@ def curve_panels(curves: dict[str, dict[str, dict[str, Any]]], primary: list[str
     per_task: primary metric -> {task: arm curves} for its `<metric>/<task>` curves (a
     grid of their own); not_drawn: metric -> its constant value (None: no finite value).
     """
-    not_drawn = {m: constant_value(per) for m, per in curves.items()
-                 if not per or constant_value(per) is not None}
+    constants = {m: constant_value(per) for m, per in curves.items()}
+    not_drawn = {m: v for m, v in constants.items() if not curves[m] or v is not None}
     drawn = [m for m in curves if m not in not_drawn]
     per_task = {}
     for metric in primary:
