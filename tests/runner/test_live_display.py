@@ -55,3 +55,23 @@ def test_redraws_are_bounded_however_often_the_runner_asks(monkeypatch):
         for _ in range(50):
             display.refresh()
         assert len(drawn) == 1
+
+
+def test_plain_output_prints_running_trials_progress_at_intervals(monkeypatch):
+    """Piped (plain) output: a line per running trial every PROGRESS_EVERY seconds, so a
+    log never goes minutes without news (issue 30: `make demo | cat` was silent ~3 min)."""
+    clock = [100.0]
+    monkeypatch.setattr(_display.time, "monotonic", lambda: clock[0])
+    console = Console(file=io.StringIO(), width=80)
+    rows = [TrialRow(key="base-s0", status="running", step=300, total=1500,
+                     metric="loss 2.31", started=0.0), TrialRow(key="base-s1")]
+    with Display("run x", rows, console=console, plain=True) as display:
+        display.refresh()
+        assert console.file.getvalue() == ""  # too early
+        clock[0] += _display.PROGRESS_EVERY
+        display.refresh()
+        display.refresh()  # asked again at once: no second line
+    lines = console.file.getvalue().splitlines()
+    assert len(lines) == 1
+    assert "base-s0: running, step 300/1500, loss 2.31" in lines[0]
+    assert "eta" in lines[0] and "base-s1" not in lines[0]

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 console = Console()
+if not console.is_terminal:  # a pipe or a log: lines stay whole (paths, commands), not cut at 80
+    console.soft_wrap = True
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
 ExpArg = Annotated[str, typer.Argument(help="experiment name (or id)")]

@@ -28,6 +28,7 @@ SUMMARY_AT = 40  # more trials than this: the summary instead of a row per trial
 SHOWN_RUNNING = 20  # running trials listed in the summary
 SHOWN_FAILURES = 5  # latest failures listed in the summary
 REFRESH_PER_SECOND = 2.0
+PROGRESS_EVERY = 30.0  # plain output: seconds between progress lines of running trials
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Display:
         self.plain = not self.console.is_terminal if plain is None else plain
         self._live: Live | None = None
         self._drawn = 0.0  # when the live view was last redrawn
+        self._progressed = time.monotonic()  # plain output: when progress was last printed
 
     def __enter__(self) -> Display:
         if not self.plain:
@@ -86,8 +88,13 @@ class Display:
             self._live.__exit__(*exc)
 
     def refresh(self) -> None:
-        """Redraw the live view, at most REFRESH_PER_SECOND times a second."""
+        """Redraw the live view, at most REFRESH_PER_SECOND times a second; in plain
+        output, a line per running trial every PROGRESS_EVERY seconds, so a log or a pipe
+        never goes minutes without news."""
         now = time.monotonic()
+        if self.plain and now - self._progressed >= PROGRESS_EVERY:
+            self._progressed = now
+            self._print_progress()
         if self._live is None or now - self._drawn < 1 / REFRESH_PER_SECOND:
             return
         self._drawn = now
@@ -110,6 +117,23 @@ class Display:
         else:
             self.rows[key].note = text
             self.refresh()
+
+    def _print_progress(self) -> None:
+        """One line per running trial: step of total, latest metric, elapsed, eta; past
+        SHOWN_RUNNING trials, the count of the others."""
+        running = [r for r in self.rows.values() if r.status in ("running", "restarting")]
+        for row in running[:SHOWN_RUNNING]:
+            parts = [row.status]
+            if row.step is not None:
+                parts.append(f"step {row.step}" + (f"/{row.total}" if row.total else ""))
+            if row.metric:
+                parts.append(row.metric)
+            parts.append(f"{_duration(row.elapsed())} elapsed")
+            if row.eta() is not None:
+                parts.append(f"eta {_duration(row.eta())}")
+            self.say(row.key, ", ".join(parts))
+        if len(running) > SHOWN_RUNNING:
+            self.note(f"... and {len(running) - SHOWN_RUNNING} more trials running")
 
     def _table(self, rows: list[TrialRow] | None = None, title: str | None = None) -> Table:
         table = Table(title=self.title if title is None else title, expand=False,
