@@ -77,7 +77,8 @@ def test_the_demo_ends_with_commands_that_run_as_printed(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no venv activated
     monkeypatch.delenv("LABCOAT_HOME", raising=False)
     out = cli("demo", "--steps", "6", cwd=tmp_path, timeout=900, check=True).stdout
-    tail = " ".join(out.split("explore them with", 1)[1].split())
+    assert out.strip().splitlines()[-1].startswith("Verdict for warmup vs control:"), out
+    tail = " ".join(out.split("explore them with", 1)[1].split("\n\n", 1)[0].split())
     show, report = (part.strip() for part in tail.split(" or ", 1))
     for command in (show, report):
         assert " labcoat " not in f" {command} "  # a bare labcoat is not on this PATH

@@ -145,11 +145,10 @@ def demo(
     design.write_text(text, encoding="utf-8")
     console.print(f"labcoat demo: running {escape(str(design))} (home: {escape(str(home))})")
     summary = run_design(design, console=console, monitors=standard_monitors())
-    console.print()
-    report(summary.experiment)
     console.print(f"\n[dim]Results stay in {escape(str(home))}; explore them with "
                   f"{escape(_with_home(home, f'show {summary.experiment}'))} or "
-                  f"{escape(_with_home(home, f'report {summary.experiment}'))}[/]",
+                  f"{escape(_with_home(home, f'report {summary.experiment}'))}[/]\n",
                   soft_wrap=True)
+    report(summary.experiment)  # last, so the verdict is the last line a user sees
     if summary.failed:
         raise typer.Exit(1)  # the example should never fail: a non-zero status says it did
