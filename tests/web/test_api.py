@@ -191,3 +191,38 @@ def test_ui_flags_and_missing_extra_end_in_one_message(home: Path, tmp_path: Pat
     result = cli("ui", "--port", "0")
     assert result.returncode == 2 and "pip install 'labcoat[ui]'" in result.stderr
     assert "fastapi is not installed" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_missing_or_unknown_parameter_is_one_message_with_the_choices(app: TestClient
+                                                                        ) -> None:
+    """What a user typing URLs by hand gets (issue 30, point 4): the parameter named, the
+    valid choices listed, 400 for a missing or malformed one and 404 for an unknown name;
+    never FastAPI's raw JSON and never a plausible empty answer."""
+    keys = [f"{arm}-s{seed}" for arm in ("base", "better") for seed in range(3)]
+    missing = app.get("/api/trial", params={"experiment": "demo"})
+    assert missing.status_code == 400 and set(missing.json()) == {"error"}
+    error = missing.json()["error"]
+    assert "query parameter key=" in error and "'demo'" in error
+    assert all(k in error for k in keys) and "detail" not in missing.text
+    page = app.get("/trial", params={"experiment": "demo"})
+    assert page.status_code == 400 and "query parameter key=" in page.text
+    assert "base-s0, base-s1" in page.text and page.headers["content-type"].startswith(
+        "text/html")
+    no_experiment = app.get("/api/curves", params={"metric": "loss"})
+    assert no_experiment.status_code == 400
+    assert all(n in no_experiment.json()["error"] for n in ("experiment=", "demo", "other"))
+    unknown = app.get("/api/curves", params={"experiment": "demo", "metric": "los"})
+    assert unknown.status_code == 404 and "arms" not in unknown.json()
+    error = unknown.json()["error"]
+    assert "no metric 'los'" in error and "metric=" in error and "loss" in error
+    no_metric = app.get("/api/curves", params={"experiment": "demo"})
+    assert no_metric.status_code == 400 and "metric=" in no_metric.json()["error"]
+    assert "loss" in no_metric.json()["error"]
+    compare = app.get("/compare", params={"a": "demo"})
+    assert compare.status_code == 400 and "query parameter b=" in compare.text
+    points = app.get("/api/curves", params={"experiment": "demo", "metric": "loss",
+                                            "points": "2"})
+    assert points.status_code == 400 and set(points.json()) == {"error"}
+    assert "points='2'" in points.json()["error"] and "3" in points.json()["error"]
+    found = app.get("/api/curves", params={"experiment": "demo", "metric": "loss"})
+    assert found.status_code == 200 and set(found.json()["arms"]) == {"base", "better"}

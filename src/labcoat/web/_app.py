@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.orm import Session
 
@@ -23,7 +24,12 @@ from labcoat.web._security import AccessControl
 
 
 class NotFound(LabcoatError):
-    """An experiment or trial the store does not have (HTTP 404)."""
+    """An experiment, trial or metric the store does not have (HTTP 404)."""
+
+
+class BadRequest(LabcoatError):
+    """A query parameter missing or malformed (HTTP 400); the message names it and the
+    valid choices."""
 
 
 def create_app(config: UIConfig | None = None) -> FastAPI:
@@ -52,6 +58,12 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
             return JSONResponse({"error": str(e)}, status_code=status)
         return HTMLResponse(_pages.error_page(status, str(e)), status_code=status)
 
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(request: Request, e: RequestValidationError) -> Response:
+        """FastAPI's own checks (a number out of range, not a number): one message in the
+        app's shape, not FastAPI's raw JSON."""
+        return await not_found(request, BadRequest(_validation_message(request, e)))
+
     @app.get("/", response_class=HTMLResponse)
     def experiments() -> str:
         ingest_adhoc_runs(db)  # scripts that finished since: the SDK never writes the store
@@ -77,10 +89,10 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
             return pages.get("page", exp, build)
 
     @app.get("/trial", response_class=HTMLResponse)
-    def trial(experiment: str = Query(...), key: str = Query(...)) -> str:
+    def trial(experiment: str | None = None, key: str | None = None) -> str:
         with db.session() as s:
-            exp = _find(s, experiment)
-            t = _trial(exp, key)
+            exp = _find(s, _required(s, "/trial", "experiment", experiment))
+            t = _trial(exp, _required_key("/trial", exp, key))
             data = analysis.trial_data(s, t)
             curves = analysis.trial_curves(s, t)
             plots = [report.figure_html(report.trial_curve_plot(metric, c), f"fig{i}")
@@ -90,9 +102,10 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
                                      refresh)
 
     @app.get("/compare", response_class=HTMLResponse)
-    def compare(a: str = Query(...), b: str = Query(...)) -> str:
+    def compare(a: str | None = None, b: str | None = None) -> str:
         with db.session() as s:
-            exps = [_find(s, a), _find(s, b)]
+            exps = [_find(s, _required(s, "/compare", "a", a)),
+                    _find(s, _required(s, "/compare", "b", b))]
             sides = [_side(exp, analyzed(s, exp)) for exp in exps]
             names = [store.metric_names(s, [t.id for t in exp.trials]) for exp in exps]
             plots = []
@@ -126,18 +139,20 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
                     "report": report.analysis_dict(analyzed(s, exp))}
 
     @app.get("/api/curves")
-    def api_curves(experiment: str = Query(...), metric: str = Query(...),
+    def api_curves(experiment: str | None = None, metric: str | None = None,
                    points: int = Query(200, ge=3, le=100_000)) -> dict[str, Any]:
         with db.session() as s:
-            exp = _find(s, experiment)
+            exp = _find(s, _required(s, "/api/curves", "experiment", experiment))
+            metric = _metric(s, exp, metric)
             return {"metric": metric, "points": points,
                     "arms": analysis.arm_curves(s, exp, metric, points=points)}
 
     @app.get("/api/trial")
-    def api_trial(experiment: str = Query(...), key: str = Query(...),
+    def api_trial(experiment: str | None = None, key: str | None = None,
                   points: int = Query(1000, ge=3, le=1_000_000)) -> dict[str, Any]:
         with db.session() as s:
-            t = _trial(_find(s, experiment), key)
+            exp = _find(s, _required(s, "/api/trial", "experiment", experiment))
+            t = _trial(exp, _required_key("/api/trial", exp, key))
             return {**analysis.trial_data(s, t),
                     "curves": analysis.trial_curves(s, t, points=points)}
 
@@ -154,12 +169,61 @@ def _find(s: Session, name: str) -> Experiment:
     return store.find_experiment(s, name)
 
 
+def _choices(names: list[str], limit: int = 10) -> str:
+    shown = ", ".join(names[:limit]) or "none yet"
+    return shown + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _required(s: Session, path: str, name: str, value: str | None) -> str:
+    """An experiment-name parameter, or one message naming it and the experiments."""
+    if value:
+        return value
+    names = [e.name for e in store.list_experiments(s)]
+    example = f" e.g. {path}?{name}={names[0]}" if names else ""
+    raise BadRequest(f"{path} needs the query parameter {name}=, an experiment's name: "
+                     f"{_choices(names)};{example}")
+
+
+def _required_key(path: str, exp: Experiment, key: str | None) -> str:
+    if key:
+        return key
+    keys = [t.key for t in exp.trials]
+    example = f" e.g. {path}?experiment={exp.name}&key={keys[0]}" if keys else ""
+    raise BadRequest(f"{path} needs the query parameter key=, a trial of experiment "
+                     f"{exp.name!r}: {_choices(keys)};{example}")
+
+
+def _metric(s: Session, exp: Experiment, metric: str | None) -> str:
+    """A metric the experiment logged, or one message naming the parameter and them."""
+    names = store.metric_names(s, [t.id for t in exp.trials])
+    if metric and metric in names:
+        return metric
+    choices = f"its metrics: {_choices(names, 30)}" if names else "it has logged no metric yet"
+    if not metric:
+        raise BadRequest(f"/api/curves needs the query parameter metric=, a metric experiment "
+                         f"{exp.name!r} logged; {choices}")
+    raise NotFound(f"experiment {exp.name!r} has no metric {metric!r} (query parameter "
+                   f"metric=); {choices}")
+
+
+def _validation_message(request: Request, e: RequestValidationError) -> str:
+    """FastAPI's errors as one line: "query parameter points='2': Input should be greater
+    than or equal to 3"."""
+    parts = []
+    for error in e.errors():
+        loc = [str(x) for x in error.get("loc", ())]
+        where = f"{loc[0]} parameter {'.'.join(loc[1:])}" if len(loc) > 1 else ".".join(loc)
+        value = request.query_params.get(loc[-1]) if loc and loc[0] == "query" else None
+        shown = f"={value!r}" if value is not None else "="
+        parts.append(f"{where}{shown}: {error.get('msg', 'invalid')}")
+    return f"{request.url.path}: " + "; ".join(parts)
+
+
 def _trial(exp: Experiment, key: str) -> Trial:
-    for t in exp.trials:
-        if t.key == key:
-            return t
-    raise NotFound(f"experiment {exp.name!r} has no trial {key!r} (trials: "
-                   f"{', '.join(t.key for t in exp.trials[:10])})")
+    try:
+        return store.find_trial(exp, key)
+    except store.TrialNotFound as e:
+        raise NotFound(str(e)) from None
 
 
 def _verdicts(a: analysis.Analysis) -> list[dict[str, str]]:
