@@ -50,10 +50,7 @@ def logs(
         if experiment == "templates":
             _templates_needs_experiment(session)
         exp = store.find_experiment(session, experiment)
-        trials = [t for t in exp.trials if trial is None or t.key == trial]
-        if trial is not None and not trials:
-            raise LabcoatError(f"experiment {exp.name!r} has no trial {trial!r} (trials: "
-                               f"{', '.join(t.key for t in exp.trials[:10])})")
+        trials = list(exp.trials) if trial is None else [store.find_trial(exp, trial)]
         events = store.log_lines(session, [t.id for t in trials])
         if rank is not None:  # the capture's rank, else the one the line names ([rank3]:)
             from labcoat.diagnose import rank_of

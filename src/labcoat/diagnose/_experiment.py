@@ -172,15 +172,10 @@ def line_filter(level: str | None, grep: str | None) -> tuple[int, re.Pattern[st
 
 
 def find_trial(experiment: Experiment, key: str) -> Trial:
-    """The trial of `experiment` with this key; the error lists the keys there are."""
-    for trial in experiment.trials:
-        if trial.key == key:
-            return trial
-    keys = [t.key for t in experiment.trials]
-    listed = ", ".join(keys[:12]) + (f", ... ({len(keys)} in all)" if len(keys) > 12 else "")
-    raise DiagnoseError(f"experiment {experiment.name!r} has no trial {key!r} "
-                        f"(trials: {listed or 'none yet'}); see `labcoat show "
-                        f"{experiment.name}`")
+    """The trial of `experiment` with this key (`store.find_trial`)."""
+    from labcoat import store
+
+    return store.find_trial(experiment, key)
 
 
 def failed_trials(experiment: Experiment) -> list[Trial]:

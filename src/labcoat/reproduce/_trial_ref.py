@@ -30,11 +30,7 @@ def split_ref(ref: str, verb: str) -> tuple[str, str]:
 def find_trial(session: Session, ref: str, verb: str) -> tuple[Experiment, Trial]:
     name, key = split_ref(ref, verb)
     experiment = store.find_experiment(session, name)
-    for trial in experiment.trials:
-        if trial.key == key:
-            return experiment, trial
-    keys = ", ".join(t.key for t in experiment.trials[:12]) or "none yet"
-    raise LabcoatError(f"experiment {experiment.name!r} has no trial {key!r} (trials: {keys})")
+    return experiment, store.find_trial(experiment, key)
 
 
 def trial_provenance(session: Session, trial: Trial, ref: str) -> tuple[dict[str, Any], list[str]]:

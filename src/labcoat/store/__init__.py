@@ -19,6 +19,7 @@ from labcoat.store._models import (
     utcnow,
 )
 from labcoat.store._queries import (
+    TrialNotFound,
     alerts,
     checkpoints,
     eval_items,
@@ -26,6 +27,7 @@ from labcoat.store._queries import (
     experiment_status,
     final_eval_items,
     find_experiment,
+    find_trial,
     first_non_finite,
     last_attempt,
     last_values,
@@ -82,6 +84,8 @@ __all__ = [
     "experiment_status",
     "final_eval_items",
     "find_experiment",
+    "find_trial",
+    "TrialNotFound",
     "first_non_finite",
     "get_or_create_experiment",
     "insert_alerts",

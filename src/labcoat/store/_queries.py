@@ -35,6 +35,23 @@ def find_experiment(session: Session, ref: str) -> Experiment:
     return experiment
 
 
+class TrialNotFound(LabcoatError, LookupError):
+    """An experiment has no trial with the key asked for (the message lists its keys)."""
+
+
+def find_trial(experiment: Experiment, key: str) -> Trial:
+    """The trial of `experiment` with this key; the error lists the keys there are. The one
+    lookup every verb (diagnose, logs, rerun, replay, the dashboard) uses."""
+    for trial in experiment.trials:
+        if trial.key == key:
+            return trial
+    keys = [t.key for t in experiment.trials]
+    listed = ", ".join(keys[:12]) + (f", ... ({len(keys)} in all)" if len(keys) > 12 else "")
+    raise TrialNotFound(f"experiment {experiment.name!r} has no trial {key!r} "
+                        f"(trials: {listed or 'none yet'}); see `labcoat show "
+                        f"{experiment.name}`")
+
+
 def _where(session: Session) -> str:
     """The store a session reads, for messages: the SQLite file, or the URL without its
     password."""
