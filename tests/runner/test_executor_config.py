@@ -8,8 +8,8 @@ import pytest
 
 from helpers import cli, fake_design
 from labcoat.errors import LabcoatError
-from labcoat.runner import ExecutorConfig, parse_settings
-from labcoat.runner._executor import LocalExecutor, open_executor
+from labcoat.runner import ExecutorConfig, open_executor, parse_settings
+from labcoat.runner.executors.local import LocalExecutor
 
 
 def test_local_is_the_default():
@@ -19,13 +19,27 @@ def test_local_is_the_default():
 @pytest.mark.parametrize("config, message", [
     (dict(name="kubernetes"), "choose local, ray, slurm"),
     (dict(name="ray"), "--address HOST:PORT"),
-    (dict(name="local", address="127.0.0.1:6379"), "needs --executor ray"),
-    (dict(name="ray", address="h:1", partition="gpu"), "need --executor slurm"),
-    (dict(name="local", slurm={"account": "ml"}), "need --executor slurm"),
+    (dict(name="local", address="127.0.0.1:6379"),
+     "--address is the Ray cluster's HOST:PORT; it needs --executor ray"),
+    (dict(name="ray", address="h:1", partition="gpu"),
+     "--partition is the Slurm partition to submit to; it needs --executor slurm"),
+    (dict(name="local", slurm={"account": "ml"}), "--slurm is .*; it needs --executor slurm"),
+    (dict(name="local", options={"namespace": "ml"}),
+     "--namespace: no executor takes this setting; executors: local, ray, slurm"),
 ])
 def test_bad_choices(config, message):
     with pytest.raises(LabcoatError, match=message):
         ExecutorConfig(**config)
+
+
+def test_each_executor_gets_its_own_typed_settings():
+    assert ExecutorConfig().settings == ExecutorConfig(name="local").settings
+    ray = ExecutorConfig(name="ray", address="h:1").settings
+    assert type(ray).__name__ == "RaySettings" and ray.address == "h:1"
+    slurm = ExecutorConfig(name="slurm", partition="gpu", slurm={"qos": "high"}).settings
+    assert (slurm.partition, slurm.slurm) == ("gpu", {"qos": "high"})
+    # the same settings by field name, as an executor without dedicated arguments takes them
+    assert ExecutorConfig(name="slurm", options={"partition": "gpu"}).settings.partition == "gpu"
 
 
 def test_slurm_settings_are_key_value_pairs():

@@ -208,7 +208,7 @@ def test_ray_refuses_resources_no_node_has(home, tmp_path, ray_head):
 
 def test_ray_address_with_no_cluster_says_how_to_start_one():
     from labcoat.errors import LabcoatError
-    from labcoat.runner._ray import _check_reachable
+    from labcoat.runner.executors.ray import _check_reachable
 
     port = _free_port()  # nothing listens there
     with pytest.raises(LabcoatError, match=f"ray start --head --port {port}"):

@@ -72,7 +72,7 @@ def test_slurm_jobs_run_an_experiment_and_a_killed_job_restarts(home, tmp_path):
 
 
 def test_sbatch_script_asks_for_the_design_resources(tmp_path):
-    from labcoat.runner._slurm import SlurmExecutor, slurm_parameters
+    from labcoat.runner.executors.slurm import SlurmExecutor, slurm_parameters
 
     resources = Resources(cpus=2.5, gpus=1, memory="1.5GiB", time_minutes=90)
     parameters = slurm_parameters(resources, "gpu", {"account": "ml", "qos": "high"})
@@ -124,7 +124,7 @@ def test_a_refused_submission_fails_the_trial_with_sbatch_message(home, tmp_path
 def test_jobs_of_a_dead_runner_are_cancelled(tmp_path, monkeypatch):
     """A runner that died left its attempt's job running; the next runner scancels it
     (stand-in sbatch/srun/scancel that record their arguments)."""
-    from labcoat.runner._slurm import SlurmExecutor
+    from labcoat.runner.executors.slurm import SlurmExecutor
 
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
     bin_dir.mkdir()
@@ -145,8 +145,8 @@ def test_a_program_a_job_or_actor_cannot_start_is_exit_127_with_the_reason(tmp_p
     the trial reports exit 127 and says why in its stderr, so the failure reads like the
     local executor's and the crash-loop rule stops the retries."""
     from labcoat.runner._local import stderr_tail
-    from labcoat.runner._ray import TrialActor
-    from labcoat.runner._slurm import run_trial_job
+    from labcoat.runner.executors.ray import TrialActor
+    from labcoat.runner.executors.slurm import run_trial_job
 
     command = ["/no/such/python", "train.py"]
     job_dir, actor_dir = tmp_path / "job", tmp_path / "actor"

@@ -1,6 +1,7 @@
-"""Running experiments: executors (local, ray, slurm), the supervisor loop, journal
-ingestion (the runner's trials and ad-hoc runs), provenance, goodput. Live monitors
-plug in through `Monitor` (see `labcoat.monitor`)."""
+"""Running experiments: executors (local, ray, slurm: one module each in
+`labcoat.runner.executors`, behind the public `Executor` and `TrialHandle` protocols),
+the supervisor loop, journal ingestion (the runner's trials and ad-hoc runs),
+provenance, goodput. Live monitors plug in through `Monitor` (see `labcoat.monitor`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,21 @@ from labcoat._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from labcoat.runner._adhoc import ingest_adhoc, ingest_adhoc_runs
-    from labcoat.runner._executor import EXECUTORS, ExecutorConfig, parse_settings
+    from labcoat.runner._executor import (
+        EXECUTORS,
+        LOST,
+        Executor,
+        ExecutorConfig,
+        ExecutorKind,
+        ExecutorSettings,
+        LaunchError,
+        TrialHandle,
+        executor_kind,
+        executor_names,
+        open_executor,
+        parse_settings,
+        setting,
+    )
     from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
     from labcoat.runner._imports import ImportSummary, import_results
     from labcoat.runner._ingest import Progress, ingest_attempt
@@ -23,7 +38,9 @@ if TYPE_CHECKING:
 # Names load on first use: `labcoat status` needs goodput, not the executors.
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_adhoc": ("ingest_adhoc", "ingest_adhoc_runs"),
-    "_executor": ("EXECUTORS", "ExecutorConfig", "parse_settings"),
+    "_executor": ("EXECUTORS", "LOST", "Executor", "ExecutorConfig", "ExecutorKind",
+                  "ExecutorSettings", "LaunchError", "TrialHandle", "executor_kind",
+                  "executor_names", "open_executor", "parse_settings", "setting"),
     "_goodput": ("LOSSES", "Goodput", "experiment_goodput", "trial_goodput"),
     "_imports": ("ImportSummary", "import_results"),
     "_ingest": ("Progress", "ingest_attempt"),

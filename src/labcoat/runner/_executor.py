@@ -8,6 +8,11 @@ never retry a trial themselves (Ray: max_restarts=0; Slurm: no requeue); a
 lost worker or job is one failed attempt, and labcoat decides whether to
 restart it.
 
+Each executor is one module of `labcoat.runner.executors`, named for it, that
+registers itself: it defines `EXECUTOR = ExecutorKind(name, Settings, open)`
+with its own typed settings. This module finds them by listing that package, so
+adding one (Kubernetes, say) edits nothing here.
+
 Trials write their journals, logs and checkpoints to the run directory under
 LABCOAT_HOME, and the runner reads them there while they run. On one machine
 that is simply a local directory; across machines LABCOAT_HOME must be on a
@@ -17,20 +22,33 @@ usually is on Slurm clusters.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import pkgutil
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from labcoat.errors import LabcoatError
-from labcoat.runner._local import LocalProcess
 from labcoat.spec import Resources
 
-EXECUTORS = ("local", "ray", "slurm")
+PACKAGE = "labcoat.runner.executors"
 # The exit code recorded when the executor lost a trial (its Ray worker or Slurm
 # job died under it): the trial was killed from outside, like SIGKILL, so the
 # crash-loop rule never stops its restart.
 LOST = -int(signal.SIGKILL)
+
+
+def executor_names() -> tuple[str, ...]:
+    """Every executor, by listing the package's modules (none is imported)."""
+    package = importlib.import_module(PACKAGE)
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(package.__path__)
+                        if not m.name.startswith("_")))
+
+
+EXECUTORS = executor_names()  # as installed; executor_names() sees modules added later
 
 
 class LaunchError(LabcoatError):
@@ -57,6 +75,8 @@ class TrialHandle(Protocol):
 
 
 class Executor(Protocol):
+    """Runs trial attempts somewhere; the supervisor decides restarts (never the executor)."""
+
     name: str
 
     def launch(self, command: list[str], *, env: dict[str, str], run_dir: Path,
@@ -71,35 +91,94 @@ class Executor(Protocol):
         """Release the executor's connections (running trials are stopped first)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ExecutorSettings:
+    """An executor's own settings (subclass it, a frozen kw_only dataclass). Each field is
+    one `labcoat run` option (`--address` for `address`); declare it with `setting()` so
+    a misplaced option can say what it is. Validate in `__post_init__`, raising a
+    LabcoatError that names the option and the fix."""
+
+
+def setting(what: str, default: Any = None, **kwargs: Any) -> Any:
+    """A settings field; `what` completes "--FLAG is ...", e.g. "the Ray cluster's HOST:PORT"."""
+    if isinstance(default, dict | list):
+        kwargs["default_factory"] = type(default)
+    else:
+        kwargs["default"] = default
+    return field(metadata={"what": what}, **kwargs)
+
+
+@dataclass(frozen=True)
+class ExecutorKind:
+    """One executor, as its module registers it (`EXECUTOR = ExecutorKind(...)`)."""
+
+    name: str  # the module's name, what `--executor` takes
+    settings: type[ExecutorSettings]
+    open: Callable[[Any, Resources], Executor]  # (its settings, per-trial resources)
+
+
+def executor_kind(name: str) -> ExecutorKind:
+    """The registered executor `name`; a LabcoatError listing the valid names otherwise."""
+    names = executor_names()
+    if name not in names:
+        raise LabcoatError(f"--executor: {name!r} is not an executor; choose "
+                           f"{', '.join(names)}")
+    kind = importlib.import_module(f"{PACKAGE}.{name}").EXECUTOR
+    if kind.name != name:  # a module copied without renaming its registration
+        raise RuntimeError(f"{PACKAGE}.{name} registers an executor named {kind.name!r}")
+    return kind
+
+
+def _options_of(settings: type[ExecutorSettings]) -> dict[str, str]:
+    return {f.name: f.metadata.get("what", "a setting") for f in dataclasses.fields(settings)}
+
+
 @dataclass(kw_only=True)
 class ExecutorConfig:
     """Which executor `labcoat run` uses, and how to reach it.
 
-    name: local (default), ray or slurm.
+    name: local (default), ray or slurm (any module of `labcoat.runner.executors`).
     address: ray: the cluster's HOST:PORT (what `ray start --head --port PORT` printed).
     partition: slurm: the partition to submit to (default: the cluster's default).
     slurm: slurm: more sbatch settings, e.g. {"account": "ml", "qos": "high"}, and
         {"cluster": "local"} to run the jobs with submitit's local executor instead.
+    options: the settings of another executor, by field name.
+    `settings` is the chosen executor's typed settings, checked when the config is made.
     """
 
     name: str = "local"
     address: str | None = None
     partition: str | None = None
     slurm: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    settings: ExecutorSettings = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.name not in EXECUTORS:
-            raise LabcoatError(f"--executor: {self.name!r} is not an executor; choose "
-                               f"{', '.join(EXECUTORS)}")
-        if self.address is not None and self.name != "ray":
-            raise LabcoatError("--address is the Ray cluster's HOST:PORT; it needs "
-                               "--executor ray")
-        if self.name == "ray" and not self.address:
-            raise LabcoatError("--executor ray needs --address HOST:PORT, the head node that "
-                               "`ray start --head --port PORT` started")
-        if (self.partition or self.slurm) and self.name != "slurm":
-            raise LabcoatError("--partition and --slurm are Slurm settings; they need "
-                               "--executor slurm")
+        kind = executor_kind(self.name)
+        given = {k: v for k, v in (("address", self.address), ("partition", self.partition),
+                                   ("slurm", self.slurm)) if v is not None and v != {}}
+        given.update(self.options)
+        own = _options_of(kind.settings)
+        for option in given:
+            if option not in own:
+                raise _misplaced(option)
+        self.settings = kind.settings(**given)
+
+
+def _misplaced(option: str) -> LabcoatError:
+    """An option the chosen executor does not take: say which executors take it."""
+    owners, names = {}, executor_names()
+    for name in names:
+        options = _options_of(executor_kind(name).settings)
+        if option in options:
+            owners[name] = options[option]
+    flag = f"--{option.replace('_', '-')}"
+    if not owners:
+        return LabcoatError(f"{flag}: no executor takes this setting; executors: "
+                            f"{', '.join(names)}")
+    what = next(iter(owners.values()))
+    return LabcoatError(f"{flag} is {what}; it needs "
+                        f"{' or '.join(f'--executor {n}' for n in owners)}")
 
 
 def parse_settings(pairs: list[str], flag: str = "--slurm") -> dict[str, str]:
@@ -115,32 +194,7 @@ def parse_settings(pairs: list[str], flag: str = "--slurm") -> dict[str, str]:
 
 def open_executor(config: ExecutorConfig, resources: Resources | None) -> Executor:
     """Connect to the executor `config` names; a user error if it cannot be reached."""
-    resources = resources or Resources()
-    if config.name == "ray":
-        from labcoat.runner._ray import RayExecutor
-
-        return RayExecutor(config.address or "", resources)
-    if config.name == "slurm":
-        from labcoat.runner._slurm import SlurmExecutor
-
-        return SlurmExecutor(resources, partition=config.partition, settings=config.slurm)
-    return LocalExecutor()
-
-
-class LocalExecutor:
-    """Each trial attempt is a subprocess of the runner on this machine."""
-
-    name = "local"
-
-    def launch(self, command: list[str], *, env: dict[str, str], run_dir: Path,
-               cwd: str) -> TrialHandle:
-        return LocalProcess(command, env=env, run_dir=run_dir, cwd=cwd)
-
-    def abandon(self, run_dir: Path) -> None:
-        pass  # the trial died with its runner (parent-death signal), or kill_stale ends it
-
-    def close(self) -> None:
-        pass
+    return executor_kind(config.name).open(config.settings, resources or Resources())
 
 
 def missing_extra(package: str, extra: str, executor: str) -> LabcoatError:

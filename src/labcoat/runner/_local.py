@@ -1,4 +1,5 @@
-"""The local executor: each trial attempt is a subprocess on this machine."""
+"""A trial attempt as a subprocess on this machine: the `local` executor's trial handle
+(executors/local.py), and what the ray and slurm executors run on the node they picked."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ restart from the trial's last verified checkpoint, within its retry budget.
 
 Journals, logs and checkpoints go to the run directory, which the runner reads
 while the trial runs: across nodes LABCOAT_HOME must be on a shared filesystem
-(see `_executor`). Every node needs labcoat and the trial's code installed at
+(see `labcoat.runner._executor`). Every node needs labcoat and the trial's code installed at
 the same paths as the runner's machine (the command is run as rendered there).
 """
 
@@ -19,17 +19,35 @@ from __future__ import annotations
 import os
 import re
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labcoat.errors import LabcoatError
-from labcoat.runner._executor import LOST, TrialHandle, missing_extra
+from labcoat.runner._executor import (
+    LOST,
+    ExecutorKind,
+    ExecutorSettings,
+    TrialHandle,
+    missing_extra,
+    setting,
+)
 from labcoat.runner._local import LocalProcess, cannot_start
 from labcoat.spec import Resources
 
 CONNECT_TIMEOUT = 5.0
 WORKER_TIMEOUT = 120.0  # seconds for the cluster to run a first task (a loaded machine)
 STOP_TIMEOUT = 60.0  # seconds to wait for an actor to stop its trial, beyond the grace
+
+
+@dataclass(frozen=True, kw_only=True)
+class RaySettings(ExecutorSettings):
+    address: str = setting("the Ray cluster's HOST:PORT", "")
+
+    def __post_init__(self) -> None:
+        if not self.address:
+            raise LabcoatError("--executor ray needs --address HOST:PORT, the head node that "
+                               "`ray start --head --port PORT` started")
 
 
 class TrialActor:
@@ -239,3 +257,10 @@ def _last_line(error: BaseException) -> str:
 
 def _plain(error: BaseException) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip()  # Ray colours its messages
+
+
+def open_ray(settings: RaySettings, resources: Resources) -> RayExecutor:
+    return RayExecutor(settings.address, resources)
+
+
+EXECUTOR = ExecutorKind("ray", RaySettings, open_ray)

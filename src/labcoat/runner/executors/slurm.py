@@ -23,12 +23,21 @@ import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labcoat import environment
 from labcoat.errors import LabcoatError
-from labcoat.runner._executor import LOST, LaunchError, TrialHandle, missing_extra
+from labcoat.runner._executor import (
+    LOST,
+    ExecutorKind,
+    ExecutorSettings,
+    LaunchError,
+    TrialHandle,
+    missing_extra,
+    setting,
+)
 from labcoat.runner._local import LocalProcess, cannot_start
 from labcoat.spec import Resources
 
@@ -39,6 +48,12 @@ DEFAULT_MINUTES = 24 * 60
 # long instead, across polls, before it counts the job as lost.
 RESULT_GRACE = {"slurm": 15.0, "local": 1.0}
 WHERE_NAME = "executor.json"  # the job writes the trial's pid and host here
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmSettings(ExecutorSettings):
+    partition: str | None = setting("the Slurm partition to submit to")
+    slurm: dict[str, str] = setting("an sbatch setting KEY=VALUE", {})
 
 
 def run_trial_job(command: list[str], env: dict[str, str], run_dir: str, cwd: str) -> int:
@@ -201,3 +216,10 @@ def slurm_parameters(resources: Resources, partition: str | None,
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def open_slurm(settings: SlurmSettings, resources: Resources) -> SlurmExecutor:
+    return SlurmExecutor(resources, partition=settings.partition, settings=settings.slurm)
+
+
+EXECUTOR = ExecutorKind("slurm", SlurmSettings, open_slurm)
