@@ -576,9 +576,8 @@ def _adjust_and_judge(results: list[HypothesisResult], design: Design) -> str:
     alphas = {r.hypothesis.alpha for r, _ in tested}
     level = 1 - min(alphas)  # one family level; hypotheses with other alphas use the smallest
     adjusted = stats.adjust([c.seeds for _, c in tested], method, ci=level)
-    name = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni",
-            "none": "no"}[method]
-    paired = design.seed_analysis == "paired" and design.factors is None
+    name = "no" if method == "none" else stats.CORRECTIONS[method].name
+    paired = design.paired_analysis
     for (result, comparison), adj in zip(tested, adjusted, strict=True):
         hypothesis = result.hypothesis
         comparison.p_adjusted = adj.p_adjusted

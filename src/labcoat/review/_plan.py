@@ -27,7 +27,6 @@ from labcoat.spec import Design, Hypothesis
 SEED_GRID = (3, 5, 10, 20, 30, 50)
 ITEM_GRID = (50, 100, 200, 500, 1000, 2000)
 POWER = 0.8
-_CORRECTIONS = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni"}
 
 
 @dataclass(frozen=True)
@@ -109,9 +108,9 @@ class PlannedAnalysis:
             family = (f"{m} comparisons NOT corrected: alpha {self.comparison_alpha:.3g} per "
                       "comparison")
         else:
-            conservative = " (conservative)" if self.correction == "bh" else ""
-            family = (f"{_CORRECTIONS[self.correction]} over {m} comparisons: alpha "
-                      f"{self.comparison_alpha:.3g} per comparison{conservative}")
+            method = stats.CORRECTIONS[self.correction]
+            family = (f"{method.name} over {m} comparisons: alpha "
+                      f"{self.comparison_alpha:.3g} per comparison{method.plan_note}")
         return f"{test}, {family}"
 
 
@@ -154,7 +153,7 @@ def planned_analysis(design: Design, hypothesis: Hypothesis,
     `sd:` guess) times sqrt(2), the SD of a difference of two arms whose seeds are
     uncorrelated: conservative when shared seeds move both arms alike.
     """
-    paired = design.seed_analysis == "paired" and design.factors is None
+    paired = design.paired_analysis
     seed_sd, source = ((pilot.seed_sd, f"pilot {pilot.experiment}") if pilot and pilot.seed_sd
                        else (hypothesis.sd, "your `sd:` guess"))
     if paired and pilot and pilot.paired_sd:

@@ -296,6 +296,13 @@ class Design(_Strict):
                 for i, h in enumerate(found, start=1)]
 
     @property
+    def paired_analysis(self) -> bool:
+        """The report pairs arms by seed: `seed_analysis: paired` on a design with arms (a
+        factorial design's effects are OLS contrasts over every run, never paired). Review,
+        planning, analysis and registration all read this."""
+        return self.seed_analysis == "paired" and self.factors is None
+
+    @property
     def control(self) -> str | None:
         """The control arm's name (for factors: the all-baseline run), if there is one."""
         if self.arms is not None:

@@ -54,7 +54,9 @@ from labcoat.stats._items import (
 )
 from labcoat.stats._meta import MetaAnalysis, fixed_effect, random_effects
 from labcoat.stats._multiple import (
+    CORRECTIONS,
     Adjusted,
+    Correction,
     adjust,
     benjamini_hochberg,
     bonferroni,
@@ -98,8 +100,10 @@ from labcoat.stats._types import Difference, Interval
 from labcoat.stats._verdict import DECISIONS, Verdict, equivalence_p, verdict
 
 __all__ = [
+    "CORRECTIONS",
     "DECISIONS",
     "Adjusted",
+    "Correction",
     "Band",
     "ConfidenceSequence",
     "Difference",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from scipy import stats as sps
 
 from labcoat.stats._meta import MetaAnalysis, random_effects
-from labcoat.stats._multiple import _NAMES, METHODS, Adjusted, adjust
+from labcoat.stats._multiple import CORRECTIONS, METHODS, Adjusted, adjust
 from labcoat.stats._types import Difference
 
 VERDICTS = (
@@ -87,7 +87,7 @@ class Generalization:
             f"[{p.low:+.3g}, {p.high:+.3g}], random effects with {tau2_name} "
             f"tau^2={p.tau2:.3g}, I^2={p.i2:.0%}) over {p.k} tasks, {better} is better; "
             f"{len(self.wins)} won, {len(self.losses)} lost, {len(self.ties)} tied "
-            f"({_NAMES[self.method]}-adjusted {100 * level:.4g}% CIs)"
+            f"({CORRECTIONS[self.method].name}-adjusted {100 * level:.4g}% CIs)"
         )
         if self.power is not None and "power" not in self.reason:
             text += f"; power {self.power:.2f} to detect Δ={self.smallest_effect:g}"

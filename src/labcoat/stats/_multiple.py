@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -18,10 +18,6 @@ from scipy import stats as sps
 
 from labcoat.stats._checks import StatsWarning, check_ci
 from labcoat.stats._types import Difference
-
-METHODS = ("holm", "bh", "bonferroni", "none")
-_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni",
-          "none": "unadjusted"}
 
 
 def _p_array(p_values: Sequence[float]) -> np.ndarray:
@@ -74,6 +70,63 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     return result.tolist()
 
 
+def _unadjusted(p_values: Sequence[float]) -> list[float]:
+    return _p_array(p_values).tolist()
+
+
+def _simultaneous_level(p_adjusted: list[float], alpha: float, m: int) -> float:
+    return 1 - alpha / m  # Bonferroni intervals: each at 1 - alpha/m
+
+
+def _fcr_level(p_adjusted: list[float], alpha: float, m: int) -> float:
+    rejected = sum(q <= alpha for q in p_adjusted)  # R, Benjamini & Yekutieli (2005)
+    return 1 - max(rejected, 1) * alpha / m
+
+
+def _family_level(p_adjusted: list[float], alpha: float, m: int) -> float:
+    return 1 - alpha
+
+
+@dataclass(frozen=True)
+class Correction:
+    """One multiple-comparison correction, everything labcoat needs of it in one place:
+    the design's `correction:` key, reports, `adjust` and power planning all read
+    CORRECTIONS. Adding a method is one entry here (and a test against statsmodels'
+    `multipletests`, as tests/stats/test_multiple.py does for the others)."""
+
+    name: str
+    """In reports: "Holm-adjusted p", "Holm over 3 comparisons"."""
+    adjust_p: Callable[[Sequence[float]], list[float]]
+    """(m,) p-values -> (m,) adjusted p-values, in the input order."""
+    level: Callable[[list[float], float, int], float]
+    """(adjusted p-values, family alpha, m) -> the level of each adjusted interval."""
+    interval: str
+    """The kind of adjusted interval, in words (a report footnote)."""
+    divides_alpha: bool
+    """Power is planned at alpha / m (a guaranteed lower bound, see `family_alpha`)."""
+    plan_note: str = ""
+    """Said after a power plan at alpha / m, e.g. that it is conservative for BH."""
+
+
+CORRECTIONS: dict[str, Correction] = {
+    "holm": Correction("Holm", holm, _simultaneous_level,
+                       "simultaneous Bonferroni CI", True),
+    "bh": Correction("Benjamini-Hochberg", benjamini_hochberg, _fcr_level,
+                     "FCR-adjusted CI (Benjamini & Yekutieli 2005)", True, " (conservative)"),
+    "bonferroni": Correction("Bonferroni", bonferroni, _simultaneous_level,
+                             "simultaneous Bonferroni CI", True),
+    "none": Correction("unadjusted", _unadjusted, _family_level, "", False),
+}
+METHODS = tuple(CORRECTIONS)
+
+
+def correction(method: str) -> Correction:
+    """The correction named `method`; the error lists the known ones."""
+    if method not in CORRECTIONS:
+        raise ValueError(f"method={method!r} is not known; choose one of {', '.join(METHODS)}")
+    return CORRECTIONS[method]
+
+
 @dataclass(frozen=True)
 class Adjusted:
     """One comparison of a family, with its p-value and interval adjusted for the family.
@@ -112,15 +165,11 @@ class Adjusted:
     @property
     def note(self) -> str:
         """How the family was corrected, in words, for a report footnote."""
-        m, name = self.family_size, _NAMES[self.method]
+        m, method = self.family_size, CORRECTIONS[self.method]
         if self.method == "none":
             return f"unadjusted: one of {m} comparisons, {100 * self.ci_level:.4g}% CI"
-        if self.method == "bh":
-            kind = "FCR-adjusted CI (Benjamini & Yekutieli 2005)"
-        else:
-            kind = "simultaneous Bonferroni CI"
-        return (f"{name}-adjusted p over a family of {m} comparisons; "
-                f"{100 * self.ci_level:.4g}% {kind} for family level "
+        return (f"{method.name}-adjusted p over a family of {m} comparisons; "
+                f"{100 * self.ci_level:.4g}% {method.interval} for family level "
                 f"{100 * self.family_ci:.4g}%")
 
 
@@ -148,8 +197,7 @@ def adjust(differences: Sequence[Difference], method: str = "holm", *,
     interval is not estimate +- q * se (e.g. a bootstrap interval) gets a symmetric one
     from its se, with a StatsWarning.
     """
-    if method not in METHODS:
-        raise ValueError(f"method={method!r} is not known; choose one of {', '.join(METHODS)}")
+    chosen = correction(method)
     diffs = list(differences)
     if not diffs:
         return []
@@ -164,17 +212,8 @@ def adjust(differences: Sequence[Difference], method: str = "holm", *,
     check_ci(ci)
     m = len(diffs)
     alpha = 1 - ci
-    p = [d.p_value for d in diffs]
-    if method == "holm":
-        p_adj, level = holm(p), 1 - alpha / m
-    elif method == "bonferroni":
-        p_adj, level = bonferroni(p), 1 - alpha / m
-    elif method == "bh":
-        p_adj = benjamini_hochberg(p)
-        rejected = sum(q <= alpha for q in p_adj)
-        level = 1 - max(rejected, 1) * alpha / m
-    else:
-        p_adj, level = list(_p_array(p)), ci
+    p_adj = chosen.adjust_p([d.p_value for d in diffs])
+    level = chosen.level(p_adj, alpha, m)
     result = []
     for i, (d, q) in enumerate(zip(diffs, p_adj, strict=True)):
         low, high = _interval(d, level, i)

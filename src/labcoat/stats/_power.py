@@ -31,7 +31,7 @@ from scipy import stats as sps
 
 from labcoat.stats._checks import StatsWarning
 from labcoat.stats._items import _item_matrix
-from labcoat.stats._multiple import METHODS
+from labcoat.stats._multiple import CORRECTIONS, METHODS
 
 Alternative = Literal["two-sided", "larger", "smaller"]
 _ALTERNATIVES = ("two-sided", "larger", "smaller")
@@ -394,11 +394,9 @@ def family_alpha(alpha: float, comparisons: int, method: str) -> float:
     alpha = _probability(alpha, "alpha")
     if isinstance(comparisons, bool) or int(comparisons) != comparisons or comparisons < 1:
         raise ValueError(f"comparisons={comparisons!r} must be a whole number, at least 1")
-    if method not in METHODS:
+    if method not in CORRECTIONS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
-    if method == "none":
-        return alpha
-    return alpha / int(comparisons)
+    return alpha / int(comparisons) if CORRECTIONS[method].divides_alpha else alpha
 
 
 def seeds_needed_from_pilot(
