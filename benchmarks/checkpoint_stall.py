@@ -10,16 +10,17 @@ write. Saves are spaced so that a write normally finishes before the next.
 
     .venv/bin/python benchmarks/checkpoint_stall.py [--saves 8] [--width 256] [--depth 4]
                                                     [--gap 10] [--threads 1] [--dir DIR]
+                                                    [--quick] [--json FILE]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import _harness as bench
 import torch
 
 from labcoat.torch import Checkpointer
@@ -72,7 +73,7 @@ def measure(asynchronous: bool, cfg: Config, saves: int, gap_steps: int, directo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--saves", type=int, default=8)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--depth", type=int, default=4)
@@ -81,7 +82,7 @@ def main() -> None:
                         help="where to write (default: the system temp directory)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads of the training thread (1 leaves a core to the writer)")
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), saves=3, width=32, depth=1, gap=2)
     torch.set_num_threads(args.threads)
     cfg = Config(width=args.width, depth=args.depth, heads=8, batch_size=32, steps=10_000,
                  warmup=100)
@@ -99,6 +100,8 @@ def main() -> None:
     print(f"training step: median {statistics.median(sync_steps) * 1e3:.1f} ms without a "
           f"background write, {statistics.median(async_steps) * 1e3:.1f} ms in the async run")
     print(f"ratio async/sync stall: {async_med / sync_med:.3f}  (target <= 0.05)")
+    bench.save(args, {"state_bytes": size, "sync_stall_s": sync_med, "async_stall_s": async_med,
+                      "write_s": write_s, "ratio": async_med / sync_med})
 
 
 if __name__ == "__main__":

@@ -17,18 +17,18 @@ DCP, a done-callback on the future; labcoat, the stall of the call plus the
 background write time it records (``policy.write_s``); synchronous: the call.
 
     nice .venv/bin/python benchmarks/checkpoint_vs_dcp.py [--rounds 3] [--saves 4]
-        [--gap 10] [--sizes 40,150] [--dir DIR]
+        [--gap 10] [--sizes 40,150] [--dir DIR] [--quick] [--json FILE]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import _harness as bench
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -121,15 +121,16 @@ def fmt(values: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--saves", type=int, default=4)
     parser.add_argument("--gap", type=int, default=10)
     parser.add_argument("--sizes", default="40,150")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=None)
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), rounds=1, saves=2, gap=2, sizes="1")
     torch.set_num_threads(args.threads)
+    results = {}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         dist.init_process_group("gloo", init_method=f"file://{tmp}/pg", rank=0, world_size=1)
@@ -157,7 +158,10 @@ def main() -> None:
                 ratios = sorted(a / b for a, b in zip(stalls["labcoat"], stalls[peer], strict=True))
                 print(f"stall labcoat/{peer}: min {ratios[0]:.3f} median "
                       f"{statistics.median(ratios):.3f} max {ratios[-1]:.3f} (paired by save)")
+            results[f"{mb}MB"] = {arm: {"stall": bench.Timing(stalls[arm]),
+                                        "durable": bench.Timing(durable[arm])} for arm in arms}
         dist.destroy_process_group()
+    bench.save(args, results)
 
 
 if __name__ == "__main__":

@@ -10,18 +10,18 @@ janitor.py`: lowercase, delete punctuation with str.translate, split, build
 every 13-gram string with a sliding join and look it up in a set of the eval
 13-grams), one document at a time. Both must find the same contaminated items.
 
-Run: nice -n 10 .venv/bin/python benchmarks/contamination.py [megabytes]
+Run: nice -n 10 .venv/bin/python benchmarks/contamination.py [megabytes] [--quick]
 """
 
 from __future__ import annotations
 
 import json
 import string
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import _harness as bench
 import numpy as np
 
 from labcoat.evals import EvalItem, normalize_text, scan_contamination
@@ -128,7 +128,10 @@ def measure(label: str, paths: list[Path], items: list[EvalItem], jsonl: bool) -
 
 
 def main() -> None:
-    megabytes = float(sys.argv[1]) if len(sys.argv) > 1 else 100.0
+    parser = bench.parser(__doc__)
+    parser.add_argument("megabytes", type=float, nargs="?", default=100.0)
+    args = parser.parse_args()
+    megabytes = 0.3 if args.quick else args.megabytes
     start = time.perf_counter()
     normalize_text("warm up")  # one-time: the Unicode character table (not throughput)
     print(f"one-time setup (Unicode table): {time.perf_counter() - start:.2f} s")
@@ -145,6 +148,8 @@ def main() -> None:
         speedups.append(measure("utf-8", [non_ascii], items, jsonl=False))
     print(f"target >= 4x: {'met' if min(speedups) >= 4 else 'NOT met'} "
           f"(lowest {min(speedups):.1f}x)")
+    bench.save(args, {"megabytes": megabytes, "speedups": dict(zip(
+        ("plain", "jsonl", "utf-8"), speedups, strict=True))})
 
 
 if __name__ == "__main__":

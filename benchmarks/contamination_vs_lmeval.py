@@ -10,27 +10,30 @@ document. Janitor's own ``clean`` only removes text and does not say which item
 matched, so the per-gram item map is built with lm-eval's same functions.
 labcoat: ``scan_contamination`` (the engine behind ``labcoat contamination``).
 
-    nice .venv/bin/python benchmarks/contamination_vs_lmeval.py [--mb 100] [--rounds 3]
+    nice .venv/bin/python benchmarks/contamination_vs_lmeval.py [--mb 100] [--rounds 3] [--quick]
+
+The lm-eval interpreter is $LMEVAL_PYTHON, else /tmp/lmeval-venv/bin/python; --quick skips
+cleanly when it is absent.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from contamination import ITEMS, N, PLANTED, generate  # noqa: E402
+import _harness as bench
+from contamination import ITEMS, PLANTED, N, generate
 
-from labcoat.evals import normalize_text, scan_contamination  # noqa: E402
+from labcoat.evals import normalize_text, scan_contamination
 
-LMEVAL_PY = "/tmp/lmeval-venv/bin/python"
+LMEVAL_PY = "/tmp/lmeval-venv/bin/python"  # or $LMEVAL_PYTHON
+LMEVAL_SETUP = ("python3 -m venv /tmp/lmeval-venv && /tmp/lmeval-venv/bin/pip install "
+                "torch==2.13.0 lm-eval")
 PEER = r'''
 import json, sys, time
 from lm_eval.decontamination.janitor import Janitor, word_ngrams
@@ -56,11 +59,12 @@ print(json.dumps({"s": time.perf_counter() - start, "ids": sorted(found)}))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--mb", type=float, default=100.0)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    version = subprocess.run([LMEVAL_PY, "-c", "import importlib.metadata as m;"
+    args = bench.shrink(parser.parse_args(), mb=0.3, rounds=1)
+    peer_py = bench.need_peer(args, "LMEVAL_PYTHON", LMEVAL_PY, "lm-eval", LMEVAL_SETUP)
+    version = subprocess.run([peer_py, "-c", "import importlib.metadata as m;"
                               "print(m.version('lm_eval'))"], capture_output=True, text=True
                              ).stdout.strip()
     normalize_text("warm up")
@@ -79,7 +83,7 @@ def main() -> None:
                     ours_t.append(time.perf_counter() - start)
                     ours = {x.id for x in report.contaminated}
                 else:
-                    out = subprocess.run([LMEVAL_PY, "-c", PEER, str(items_path),
+                    out = subprocess.run([peer_py, "-c", PEER, str(items_path),
                                           *map(str, plain)], capture_output=True, text=True,
                                          check=True)
                     res = json.loads(out.stdout.strip().splitlines()[-1])
@@ -98,6 +102,9 @@ def main() -> None:
     print(f"contaminated: labcoat {len(ours)}, lm-eval {len(peer)}, same items: "
           f"{'yes' if ours == peer else 'NO'}; only labcoat {sorted(ours - peer)}, "
           f"only lm-eval {sorted(peer - ours)}")
+    bench.save(args, {"lm_eval": version, "megabytes": size / 1e6,
+                      "labcoat": bench.Timing(ours_t), "lm-eval": bench.Timing(peer_t),
+                      "same_items": ours == peer})
 
 
 if __name__ == "__main__":

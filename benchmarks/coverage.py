@@ -39,7 +39,8 @@ process (no pool).
 
     .venv/bin/python benchmarks/coverage.py                     # everything, ~15 min
     .venv/bin/python benchmarks/coverage.py --only seeds items  # some families
-    .venv/bin/python benchmarks/coverage.py --quick             # 1/10 of the simulations
+    .venv/bin/python benchmarks/coverage.py --tenth             # 1/10 of the simulations
+    .venv/bin/python benchmarks/coverage.py --quick             # a smoke run, seconds
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ import warnings
 import zlib
 from dataclasses import dataclass, field
 
+import _harness as bench
 import numpy as np
 from scipy import integrate, optimize, special, stats
 
@@ -377,9 +379,9 @@ def report(cells: list[Cell], tallies: list[Tally]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--only", nargs="+", choices=FAMILIES, default=list(FAMILIES))
-    parser.add_argument("--quick", action="store_true", help="1/10 of the simulations")
+    parser.add_argument("--tenth", action="store_true", help="1/10 of the simulations")
     parser.add_argument("--sims", type=int, default=3000, help="simulations per bootstrap cell")
     parser.add_argument("--sims-fast", type=int, default=10_000,
                         help="simulations per seeds / bounded / items cell (cheap)")
@@ -388,8 +390,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
     parser.add_argument("--runs", type=int, nargs="+", default=[3, 5, 10])
     parser.add_argument("--clusters", type=int, nargs="+", default=[5, 10, 20, 50, 200])
-    args = parser.parse_args()
-    if args.quick:
+    args = bench.shrink(parser.parse_args(), sims=20, sims_fast=50, sims_clusters=20, reps=100,
+                        runs=[3], clusters=[5])
+    if args.tenth:
         args.sims, args.sims_fast, args.sims_clusters = (
             max(100, s // 10) for s in (args.sims, args.sims_fast, args.sims_clusters))
 
@@ -404,6 +407,10 @@ def main() -> None:
           "seeds: w = share of experiments with an outlier-seed warning, s = coverage "
           "when silent; bounded: out = share of intervals reaching outside [0, 1]")
     report(cells, tallies)
+    bench.save(args, {"seconds": seconds, "coverage": [
+        {"family": c.family, "method": c.method, "data": c.data, "n": c.n,
+         "coverage": t.covered / c.sims, "sims": c.sims}
+        for c, t in zip(cells, tallies, strict=True)]})
 
 
 if __name__ == "__main__":

@@ -17,15 +17,14 @@ Every method must give identical scores (asserted). The engine is timed cold
 (tokenization included) and warm (the cached tokens and batches that every
 in-training evaluation after the first reuses).
 
-Run: nice -n 10 .venv/bin/python benchmarks/eval_engine.py [items_per_task]
+Run: nice -n 10 .venv/bin/python benchmarks/eval_engine.py [items_per_task] [--quick]
 """
 
 from __future__ import annotations
 
 import random
-import sys
-import time
 
+import _harness as bench
 import numpy as np
 import torch
 
@@ -35,12 +34,9 @@ from labcoat.workloads.tinylm._train import score_examples
 
 
 def timed(fn, repeats: int = 1):
-    best, value = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        value = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, value
+    """The best of `repeats` times, and the last result."""
+    timing, value = bench.timed(fn, repeats)
+    return timing.min, value
 
 
 def multiple_choice(suite: EvalSuite, seed: int = 0) -> EvalSuite:
@@ -57,14 +53,18 @@ def multiple_choice(suite: EvalSuite, seed: int = 0) -> EvalSuite:
     return EvalSuite("mc", tuple(items), Scorer(kind="multiple_choice"))
 
 
-def main(items_per_task: int = 50) -> None:
+def main() -> None:
+    parser = bench.parser(__doc__)
+    parser.add_argument("items_per_task", type=int, nargs="?", default=50)
+    args = bench.shrink(parser.parse_args(), items_per_task=3)
+    items_per_task, steps = args.items_per_task, 30 if args.quick else 300
     torch.set_num_threads(1)
-    model = train(Config(steps=300, warmup=50, eval_every=0, eval_items=1, threads=1,
-                         seed=1)).model.eval()
+    model = train(Config(steps=steps, warmup=min(50, steps // 2), eval_every=0, eval_items=1,
+                         threads=1, seed=1)).model.eval()
     eval_set = make_eval_set(items_per_task)
     suite = eval_suite(eval_set)
     n = len(suite)
-    print(f"tinylm width 64 depth 2, 300 steps; {n} items ({items_per_task} per task x 10), "
+    print(f"tinylm width 64 depth 2, {steps} steps; {n} items ({items_per_task} per task x 10), "
           f"1 thread")
 
     with torch.no_grad():
@@ -84,6 +84,8 @@ def main(items_per_task: int = 50) -> None:
     print(f"  engine, warm:              {warm:7.3f} s = {n / warm:9,.0f} items/s")
     print(f"  ratio engine warm / naive: {naive_s / warm:.0f}x; cold / naive: "
           f"{naive_s / cold:.0f}x; warm / batched greedy: {batched_s / warm:.1f}x")
+    results = {"exact_match": {"items": n, "naive_s": naive_s, "batched_s": batched_s,
+                               "cold_s": cold, "warm_s": warm}}
 
     mc = multiple_choice(suite)
     choices = sum(len(i.choices or ()) for i in mc.items)
@@ -100,7 +102,10 @@ def main(items_per_task: int = 50) -> None:
     print(f"  engine, warm:              {warm:7.3f} s = {n / warm:9,.0f} items/s")
     print(f"  ratio engine warm / naive: {naive_s / warm:.0f}x; cold / naive: "
           f"{naive_s / cold:.0f}x")
+    results["multiple_choice"] = {"items": n, "naive_s": naive_s, "cold_s": cold,
+                                  "warm_s": warm}
+    bench.save(args, results)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 50)
+    main()

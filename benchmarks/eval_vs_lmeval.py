@@ -38,7 +38,10 @@ per-item scores must be identical (mismatches are counted and printed).
 --profile first prints a cProfile of labcoat's cold score() per task (untimed).
 
     nice .venv/bin/python benchmarks/eval_vs_lmeval.py [--rounds 3] [--threads 1]
-        [--batch-size 64] [--batch-tokens 2048] [--profile] [--work /tmp/evl]
+        [--batch-size 64] [--batch-tokens 2048] [--profile] [--work /tmp/evl] [--quick]
+
+lm-eval's interpreter is $LMEVAL_PYTHON, else /tmp/lmeval-venv/bin/python; --quick (20
+items, one round, work folder /tmp/evl-quick) skips cleanly when it is absent.
 """
 
 from __future__ import annotations
@@ -52,7 +55,11 @@ import sys
 import time
 from pathlib import Path
 
-LMEVAL_PY = "/tmp/lmeval-venv/bin/python"
+import _harness as bench  # stdlib only: it also loads in lm-eval's venv (the roles)
+
+LMEVAL_PY = "/tmp/lmeval-venv/bin/python"  # or $LMEVAL_PYTHON (main() sets it)
+LMEVAL_SETUP = ("python3 -m venv /tmp/lmeval-venv && /tmp/lmeval-venv/bin/pip install "
+                "torch==2.13.0 lm-eval")
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 TASKS = ("evl_mc", "evl_mc_long", "evl_gen")
 EOS, PAD = "<|endoftext|>", "<pad>"
@@ -291,7 +298,8 @@ def fmt3(values: list[float], spec: str = ".2f") -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    global LMEVAL_PY
+    parser = bench.parser(__doc__)
     parser.add_argument("--work", type=Path, default=Path("/tmp/evl"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
@@ -303,7 +311,7 @@ def main() -> None:
                         help="print a cProfile of labcoat's cold score() per task")
     parser.add_argument("--role", choices=("build", "lmeval", "labcoat"), help=argparse.SUPPRESS)
     parser.add_argument("--task", choices=TASKS, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), items=20, rounds=1, work=Path("/tmp/evl-quick"))
     args.work = args.work.resolve()
     if args.role:
         import torch
@@ -320,6 +328,7 @@ def main() -> None:
         print(json.dumps(out))
         return
 
+    LMEVAL_PY = bench.need_peer(args, "LMEVAL_PYTHON", LMEVAL_PY, "lm-eval", LMEVAL_SETUP)
     args.work.mkdir(parents=True, exist_ok=True)
     built = args.work / "built.json"
     if not built.exists() or json.loads(built.read_text())["items"] != args.items:
@@ -388,6 +397,8 @@ def main() -> None:
                 + f"; {t['forwards'][-1]:.0f} forwards, {t['rows'][-1]:.0f} rows")
     cli_check(args, scores)
     print(f"load average at the end {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    bench.save(args, {"versions": version, "eval_s": {
+        f"{arm}/{task}": bench.Timing(t["eval"]) for (arm, task), t in times.items()}})
 
 
 def cli_check(args: argparse.Namespace, scores: dict[tuple[str, str], dict[str, float]]) -> None:

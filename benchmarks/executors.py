@@ -1,12 +1,15 @@
 """Executor overhead: the same small experiment through local, slurm (submitit's local
 executor) and ray (a Ray head started here on 127.0.0.1), timed end to end.
 
-Baseline: the local executor (one subprocess per trial). The trials are the test suite's
-fake trial (no torch, milliseconds of work), so the time is the executor's: starting a
+Baseline: the local executor (one subprocess per trial). The trials do
+milliseconds of work, so the time is the executor's: starting a
 job or an actor, and polling it. The Ray figure excludes starting the head (a cluster is
 started once, not per run) but includes `labcoat run` joining it.
 
-    .venv/bin/python benchmarks/executors.py [TRIALS_PER_ARM]
+    .venv/bin/python benchmarks/executors.py [TRIALS_PER_ARM] [--quick]
+
+The trials are benchmarks/_trial.py (no torch, milliseconds of work). --quick times
+local and slurm only (starting a Ray head takes longer than the whole quick run).
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import fake_design  # noqa: E402
+import _harness as bench
+
+ROOT = bench.ROOT
 
 LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # keep Ray on 127.0.0.1
 
@@ -57,19 +60,25 @@ def _ray_head(temp: Path) -> tuple[subprocess.Popen, str]:
 
 
 def main() -> None:
-    seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    parser = bench.parser(__doc__)
+    parser.add_argument("trials_per_arm", type=int, nargs="?", default=2)
+    args = bench.shrink(parser.parse_args(), trials_per_arm=1)
+    seeds = args.trials_per_arm
     temp = Path(tempfile.mkdtemp(prefix="lc-bench-"))
     head = None
     try:
         results = {}
         for name, flags in (("local", ()), ("slurm", ("--executor", "slurm", "--slurm",
                                                       "cluster=local"))):
-            design = fake_design(temp / name, name=name, steps=3, seeds=seeds, parallelism=2)
+            design = bench.trial_design(temp / name, name=name, steps=3, seeds=seeds,
+                                        parallelism=2)
             results[name] = _run(design, temp / f"home-{name}", *flags)
-        head, address = _ray_head(temp)
-        design = fake_design(temp / "ray", name="ray", steps=3, seeds=seeds, parallelism=2)
-        results["ray"] = _run(design, temp / "home-ray", "--executor", "ray",
-                              "--address", address)
+        if not args.quick:
+            head, address = _ray_head(temp)
+            design = bench.trial_design(temp / "ray", name="ray", steps=3, seeds=seeds,
+                                        parallelism=2)
+            results["ray"] = _run(design, temp / "home-ray", "--executor", "ray",
+                                  "--address", address)
     finally:
         if head is not None:
             os.killpg(head.pid, signal.SIGKILL)
@@ -81,6 +90,7 @@ def main() -> None:
         ratio = seconds / results["local"]
         print(f"{name:6s} {seconds:6.2f} s  ({seconds / trials:.2f} s/trial)  "
               f"ratio to local {ratio:.2f}x")
+    bench.save(args, {"trials": trials, "seconds": results})
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ keep up with many trials logging every step. Baseline: the same rows inserted
 with the stdlib sqlite3 module's executemany into an indexed table (no JSON
 parsing, no ORM, no upsert) - the floor any ingestion could reach.
 
-Run: .venv/bin/python benchmarks/ingest.py [points]
+Run: .venv/bin/python benchmarks/ingest.py [points] [--quick]
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _harness as bench
 
 
 def write_journal(path: Path, steps: int) -> int:
@@ -28,8 +29,7 @@ def write_journal(path: Path, steps: int) -> int:
     return steps * 2
 
 
-def labcoat_ingest(home: Path, journal_dir: Path) -> float:
-    os.environ["LABCOAT_HOME"] = str(home)
+def labcoat_ingest(journal_dir: Path) -> float:
     os.environ.pop("LABCOAT_DB", None)
     from labcoat import store
     from labcoat.runner import ingest_attempt
@@ -68,17 +68,22 @@ def sqlite_baseline(path: Path, steps: int) -> float:
 
 
 def main() -> None:
-    steps = int(sys.argv[1]) // 2 if len(sys.argv) > 1 else 50_000
-    with tempfile.TemporaryDirectory() as tmp:
+    parser = bench.parser(__doc__)
+    parser.add_argument("points", type=int, nargs="?", default=100_000)
+    args = parser.parse_args()
+    steps = (2_000 if args.quick else args.points) // 2
+    with tempfile.TemporaryDirectory() as tmp, bench.temp_home():
         tmp = Path(tmp)
         (tmp / "run").mkdir()
         points = write_journal(tmp / "run" / "journal.jsonl", steps)
-        ours = labcoat_ingest(tmp / "home", tmp / "run")
+        ours = labcoat_ingest(tmp / "run")
         base = sqlite_baseline(tmp / "base.db", steps)
     print(f"points: {points}")
     print(f"labcoat ingest (parse JSON + upsert): {ours:.3f} s = {points / ours:,.0f} points/s")
     print(f"sqlite3 executemany baseline:         {base:.3f} s = {points / base:,.0f} points/s")
     print(f"ratio labcoat/baseline: {ours / base:.2f}x")
+    bench.save(args, {"points": points, "labcoat_s": ours, "sqlite_s": base,
+                      "ratio": ours / base})
 
 
 if __name__ == "__main__":

@@ -5,15 +5,15 @@ raising SUMMARY_AT past the trial count), redrawn 4 times a second by Rich's
 auto-refresh. Now: the summary (counts per state per arm, running trials, latest
 failures), redrawn at most REFRESH_PER_SECOND times a second.
 
-    .venv/bin/python benchmarks/live_display.py [--trials 2000] [--redraws 20]
+    .venv/bin/python benchmarks/live_display.py [--trials 2000] [--redraws 20] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import time
 
+import _harness as bench
 from rich.console import Console
 
 from labcoat.runner import _display
@@ -46,10 +46,10 @@ def cpu_per_redraw(n: int, redraws: int, summary_at: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = bench.parser(__doc__)
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--redraws", type=int, default=20)
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), trials=200, redraws=3)
     default = _display.SUMMARY_AT
     before = cpu_per_redraw(args.trials, args.redraws, summary_at=args.trials + 1)
     after = cpu_per_redraw(args.trials, args.redraws, summary_at=default)
@@ -61,6 +61,8 @@ def main() -> None:
           f" (4 redraws/s asked {asked:.0f}%: the redraw thread never catches up)"
           if asked > 100 else " (4 redraws/s)")
           + f", now at most {100 * rate * after:.1f}% ({rate:g} redraws/s)")
+    bench.save(args, {"trials": args.trials, "row_per_trial_cpu_s": before,
+                      "summary_cpu_s": after, "ratio": before / after})
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ al. 2022, Tensor Programs V, Table 8).
 
     .venv/bin/python benchmarks/mup_transfer.py                 # 36 runs, ~4 min on 2 cores
     .venv/bin/python benchmarks/mup_transfer.py --steps 200 --lrs 0.005,0.02,0.08
+    .venv/bin/python benchmarks/mup_transfer.py --quick        # a smoke run: 4 tiny runs
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+import _harness as bench
 import numpy as np
 
 from labcoat.workloads.tinylm import Config, train
@@ -42,7 +44,7 @@ def run_one(job: tuple[str, int, float, int, argparse.Namespace]) -> tuple[str, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--widths", default="32,64,128")
     parser.add_argument("--lrs", default="0.0025,0.005,0.01,0.02,0.04,0.08")
     parser.add_argument("--seeds", default="0")
@@ -52,7 +54,8 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), widths="16,32", lrs="0.02", steps=10,
+                        warmup=2, batch_size=8)
     args.widths = [int(w) for w in args.widths.split(",")]
     lrs = [float(x) for x in args.lrs.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -68,6 +71,7 @@ def main() -> None:
           f"{len(jobs)} runs in {elapsed:.0f} s with {args.workers} workers")
     loss = {(p, w, lr): float(np.mean([r[4] for r in results if r[:3] == (p, w, lr)]))
             for p, w, lr, *_ in results}
+    summary: dict = {"seconds": elapsed}
     for param in ("standard", "mup"):
         print(f"\n{param}: final training loss (mean of last 20% of steps)")
         print("| width | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | best lr |")
@@ -88,6 +92,8 @@ def main() -> None:
         print(f"lr tuned at width {args.widths[0]} = {tuned:g}; transfer regret "
               + ", ".join(regrets) + f"; best lr moved {shift:+.1f} octaves "
               f"from width {args.widths[0]} to {args.widths[-1]}")
+        summary[param] = {"best_lr": best, "regret": regrets, "octaves_moved": shift}
+    bench.save(args, summary)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Server time of the dashboard on a large experiment: 100 trials x 10,000 points per
 metric (2 metrics: 2 million points), against a naive page built in the same run.
 
-    python benchmarks/ui.py [TRIALS] [POINTS]
+    python benchmarks/ui.py [TRIALS] [POINTS] [--quick]
 
 labcoat: the experiment page (analysis, bucketed curves in SQL, Plotly figures) cold
 (first request) and warm (cached until the data change), the curves API alone, and a
@@ -15,21 +15,15 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+import _harness as bench
 
 
 def timed(fn, repeat: int = 3) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), out
+    """The median of `repeat` times, and the last result."""
+    timing, out = bench.timed(fn, repeat)
+    return timing.median, out
 
 
 def naive_page(name: str) -> str:
@@ -70,11 +64,17 @@ def analysis_only(name: str) -> None:
 
 
 def main() -> None:
-    trials = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    points = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    home = tempfile.mkdtemp(prefix="labcoat-bench-ui-")
-    os.environ["LABCOAT_HOME"] = home
+    parser = bench.parser(__doc__)
+    parser.add_argument("trials", type=int, nargs="?", default=100)
+    parser.add_argument("points", type=int, nargs="?", default=10_000)
+    args = bench.shrink(parser.parse_args(), trials=4, points=200)
     os.environ.pop("LABCOAT_DB", None)
+    with bench.temp_home(prefix="labcoat-bench-ui-"):
+        measure(args)
+
+
+def measure(args) -> None:
+    trials, points = args.trials, args.points
     from fastapi.testclient import TestClient
     from ui_data import METRICS, build
 
@@ -116,6 +116,9 @@ def main() -> None:
     print(f"ratio baseline/labcoat: cold {t_naive / t_cold:.1f}x, warm "
           f"{t_naive / t_warm:.0f}x; page size {len(naive) / size:.0f}x smaller")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (2 cores)")
+    bench.save(args, {"trials": trials, "points": points, "cold_s": t_cold, "warm_s": t_warm,
+                      "analysis_s": t_analysis, "curves_s": t_curves, "trial_s": t_trial,
+                      "naive_s": t_naive})
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """A large synthetic experiment in a store, for benchmarks/ui.py (and by hand:
-`python benchmarks/ui_data.py 100 10000` fills $LABCOAT_HOME).
+`python benchmarks/ui_data.py 100 10000` fills $LABCOAT_HOME; `--quick` builds a small
+one in a temporary home).
 
 Trials, attempts, metric points and final eval items are written through the
 store's own functions, as the runner's ingestion would.
@@ -7,7 +8,6 @@ store's own functions, as the runner's ingestion would.
 
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
@@ -66,8 +66,22 @@ def build(trials: int = 100, points: int = 10_000, *, tasks: int = 5, items: int
     return design.name
 
 
+def main() -> None:
+    import contextlib
+
+    import _harness as bench
+
+    parser = bench.parser(__doc__)
+    parser.add_argument("trials", type=int, nargs="?", default=100)
+    parser.add_argument("points", type=int, nargs="?", default=10_000)
+    args = bench.shrink(parser.parse_args(), trials=4, points=200)
+    with bench.temp_home() if args.quick else contextlib.nullcontext():
+        started = time.perf_counter()
+        n = build(args.trials, args.points)
+        seconds = time.perf_counter() - started
+    print(f"built {n} in {seconds:.1f} s")
+    bench.save(args, {"trials": args.trials, "points": args.points, "build_s": seconds})
+
+
 if __name__ == "__main__":
-    started = time.perf_counter()
-    n = build(int(sys.argv[1]) if len(sys.argv) > 1 else 100,
-              int(sys.argv[2]) if len(sys.argv) > 2 else 10_000)
-    print(f"built {n} in {time.perf_counter() - started:.1f} s")
+    main()
