@@ -317,20 +317,9 @@ def aliasing(ctx: Context) -> Iterator[Finding]:
 
 
 def _defining_words(design: Design) -> list[frozenset[str]]:
-    """Every word of the defining relation: products of the generators (Box, Hunter & Hunter
-    2005, sec. 6.4)."""
-    gens = []
-    for text in design.fraction:
-        new, word = spec._checks.parse_generator(text, list(design.factors or {}))
-        gens.append(frozenset([new, *word]))
-    words: set[frozenset[str]] = set()
-    for mask in range(1, 2 ** len(gens)):
-        word: frozenset[str] = frozenset()
-        for i, g in enumerate(gens):
-            if mask >> i & 1:
-                word = word ^ g
-        words.add(word)
-    return sorted(words, key=len)
+    """Every word of the defining relation (Box, Hunter & Hunter 2005, sec. 6.4), from
+    stats, the one parser of generators."""
+    return stats.defining_words(list(design.factors or {}), design.fraction)
 
 
 def _hypothesis_paths(design: Design) -> Iterator[tuple[tuple, Hypothesis]]:

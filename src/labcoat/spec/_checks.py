@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from labcoat.spec._schema import BUILTIN_PLACEHOLDERS, Design
 
 Path_ = tuple[str | int, ...]
-GENERATOR = re.compile(r"^\s*(?P<new>[A-Za-z_][\w.-]*)\s*=\s*(?P<word>[\w.*\s-]+)$")
 
 
 @dataclass(frozen=True)
@@ -150,29 +149,22 @@ def _fraction(design: Design) -> list[Problem]:
     if len(two_level) != len(factors):
         problems.append(Problem("bad-fraction", ("fraction",), "a fractional factorial needs "
                                 "two-level factors; give each factor exactly two levels"))
+    # stats owns the grammar of generators and the defining relation (one parser): a
+    # generator on its own first, so the error names its line; then the set together
+    # (e.g. two generators that alias two main effects)
+    from labcoat import stats  # only designs with `fraction:` pay for scipy
+
     for i, text in enumerate(design.fraction):
         try:
-            parse_generator(text, list(factors))
+            stats.fractional_factorial(list(factors), generators=[text])
         except ValueError as e:
             problems.append(Problem("bad-fraction", ("fraction", i), str(e)))
+    if not problems:
+        try:
+            stats.fractional_factorial(list(factors), generators=design.fraction)
+        except ValueError as e:
+            problems.append(Problem("bad-fraction", ("fraction",), str(e)))
     return problems
-
-
-def parse_generator(text: str, factors: list[str]) -> tuple[str, list[str]]:
-    """'wd = warmup*lr' -> ('wd', ['warmup', 'lr']); names must be factors."""
-    match = GENERATOR.match(text)
-    if match is None:
-        raise ValueError(f"generator {text!r} should look like 'wd = warmup*lr'")
-    new = match["new"]
-    word = [w.strip() for w in match["word"].split("*")]
-    for name in [new, *word]:
-        if name not in factors:
-            raise ValueError(f"generator {text!r} names {name!r}, which is not a factor "
-                             f"(factors: {', '.join(factors)})")
-    if new in word or len(set(word)) != len(word) or len(word) < 2:
-        raise ValueError(f"generator {text!r} must define a factor as a product of 2 or more "
-                         "other factors")
-    return new, word
 
 
 def placeholders(template: str) -> list[str]:

@@ -16,7 +16,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from labcoat.spec._checks import parse_generator
 from labcoat.spec._schema import Design, Scalar, factor_arm_name
 
 # Seeds of different arms when `paired_seeds: false`: arm i gets seed + i * OFFSET.
@@ -70,18 +69,18 @@ def factorial_runs(design: Design) -> list[dict[str, str]]:
     coded levels of its word, -1 = baseline)."""
     factors = design.factors or {}
     names = {f: list(factor.named_levels()) for f, factor in factors.items()}
-    generated = dict(parse_generator(g, list(factors)) for g in design.fraction)
+    if not design.fraction:
+        return [dict(zip(names, combo, strict=True))
+                for combo in itertools.product(*names.values())]
+    from labcoat import stats  # the one parser of generators (only fractions pay for scipy)
+
+    fraction = stats.fractional_factorial(list(factors), generators=design.fraction)
+    runs = [{f: names[f][0 if coded < 0 else 1] for f, coded in zip(factors, row, strict=True)}
+            for row in fraction.runs.tolist()]
+    # in the order of the full product of the base factors (first factor slowest)
+    generated = {g.split("=", 1)[0].strip() for g in design.fraction}
     base = [f for f in factors if f not in generated]
-    runs = []
-    for combo in itertools.product(*(names[f] for f in base)):
-        levels = dict(zip(base, combo, strict=True))
-        for new, word in generated.items():
-            sign = 1
-            for f in word:
-                sign *= -1 if levels[f] == names[f][0] else 1
-            levels[new] = names[new][0] if sign < 0 else names[new][1]
-        runs.append({f: levels[f] for f in factors})
-    return runs
+    return sorted(runs, key=lambda run: [names[f].index(run[f]) for f in base])
 
 
 def trial_count(design: Design) -> int:

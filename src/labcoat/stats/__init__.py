@@ -36,6 +36,7 @@ from labcoat.stats._checks import StatsWarning
 from labcoat.stats._curves import compare_curves, summarize_curves
 from labcoat.stats._factorial import (
     FactorialDesign,
+    defining_words,
     fractional_factorial,
     full_factorial,
     full_factorial_levels,
@@ -135,6 +136,7 @@ __all__ = [
     "check_same_items",
     "compare_curves",
     "confidence_sequence",
+    "defining_words",
     "equivalence_p",
     "eval_mean",
     "factorial_effects",

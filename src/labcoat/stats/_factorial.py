@@ -361,6 +361,20 @@ def fractional_factorial(
     return design
 
 
+def defining_words(factors: Sequence[str], generators: Sequence[str]) -> list[frozenset[str]]:
+    """The words of the defining relation as sets of factor names, shortest first.
+
+    The one parser of generators and the one defining relation labcoat has: the design
+    schema, its expansion into runs and the review's aliasing rules all read them from
+    here (`fractional_factorial` builds on the same). Signs do not change which effects
+    are aliased, so they are dropped. Raises ValueError naming a bad generator.
+    """
+    names = _check_names(factors, "factors")
+    parsed = [_parse_generator(text, names) for text in generators]
+    words = {frozenset(names[i] for i in _indices(mask)) for _, mask in _relation(parsed)}
+    return sorted(words, key=lambda w: (len(w), sorted(w)))
+
+
 def full_factorial_levels(levels: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Every combination of factor levels (any number of levels per factor).
 
