@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 # cause -> what it means; most specific first (the first matching rule wins on a line).
 CAUSES: dict[str, str] = {
+    "script_missing": "the script, file or module the command names does not exist",
+    "command_not_found": "the command was not found or cannot be executed (not installed, "
+                         "not on PATH, misspelled, or not executable)",
     "hardware": "a GPU or host hardware fault (uncorrectable ECC error, Xid, GPU lost)",
     "dataloader_worker": "a data-loader worker process died",
     "disk_full": "no space left on the device (or a disk quota exceeded)",
@@ -27,7 +30,26 @@ CAUSES: dict[str, str] = {
 }
 
 _R = re.compile
+# how a launcher says it could not start the command: labcoat's runner ("could not start
+# 'X': <strerror>"), bash, dash, env, and Python for a script or module it cannot find
+_START = r"could not start '(?P<what>{})'(?: on \S+)?: {}"
 _RULES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    "script_missing": (  # `what` names a path (it has a "/") or a Python module
+        ("script missing", _R(_START.format(r"[^']*/[^']*", "No such file or directory"))),
+        ("script missing", _R(r"can't open file '(?P<what>[^']+)': \[Errno 2\]")),
+        ("module missing", _R(r"python[\d.]*: No module named (?P<what>[\w.]+)")),
+        ("script missing", _R(r"\b(?:ba|da|z)?sh: (?:line \d+: |\d+: )?(?P<what>\S*/[^\s:]*): "
+                              r"(?:No such file or directory|not found)")),
+    ),
+    "command_not_found": (
+        ("command not found", _R(_START.format(r"[^']+", "No such file or directory"))),
+        ("command not found", _R(r"(?P<what>[^\s:]+): command not found")),
+        ("command not found", _R(r"\bsh: \d+: (?P<what>[^\s:]+): not found")),
+        ("command not found", _R(r"\benv: '?(?P<what>[^\s:']+)'?: No such file or directory")),
+        ("not executable", _R(_START.format(r"[^']+", "Permission denied"))),
+        ("not executable", _R(r"\b(?:ba|da|z)?sh: (?:line \d+: |\d+: )?(?P<what>[^\s:]+): "
+                              r"Permission denied")),
+    ),
     "hardware": (
         ("Xid", _R(r"\bXid\b\s*(?:\([^)]*\))?\s*:?\s*\d+")),
         ("ECC error", _R(r"(?i)\b(?:uncorrectable|double[- ]bit)\b.{0,40}\bECC\b"
@@ -99,6 +121,8 @@ _CONSEQUENCE = _R(r"closing signal SIG|Sending process \d+ closing signal")
 # Words (lower case) one of which every rule of a cause needs: a cheap pre-check, so the
 # rules run only on the few lines that could match them.
 _KEYWORDS: dict[str, str] = {
+    "script_missing": "such found open module",
+    "command_not_found": "found such permission",
     "hardware": "xid ecc uncorrectable fallen lost hardware machine nvlink pcie "
                 "cudaerroreccuncorrectable",
     "dataloader_worker": "dataloader shm",
@@ -130,6 +154,7 @@ class CauseHit:
     cause: str
     rule: str
     match: str
+    what: str | None = None  # the command, script or module a launch failure names
 
     def __str__(self) -> str:
         return f"{self.cause} ({self.rule}: {self.match!r})"
@@ -147,8 +172,33 @@ def match_cause(text: str) -> CauseHit | None:
         for rule, pattern in _RULES[cause]:
             found = pattern.search(text)
             if found:
-                return CauseHit(cause, rule, found.group().strip()[:120])
+                what = found.groupdict().get("what")
+                return CauseHit(cause, rule, found.group().strip()[:120], what)
     return None
+
+
+# What to do about a command that could not start (see `launch_failure`).
+LAUNCH_FIXES: dict[str, str] = {
+    "script_missing": "check the path in the design's `command:`; a relative path resolves in "
+                      "the directory `labcoat run` ran in",
+    "command_not_found": "install it or fix its name in the design's `command:` (or give its "
+                         "full path)",
+    "not executable": "make it executable (chmod +x) or run it through its interpreter, e.g. "
+                      "`bash script.sh`",
+}
+# The shell's exit statuses for a command it cannot find (127) or cannot execute (126).
+_SHELL_EXIT = {127: ("command_not_found", "command not found"),
+               126: ("command_not_found", "not executable")}
+
+
+def launch_failure(hit: CauseHit) -> tuple[str, str] | None:
+    """For a command that could not start: what happened, in words ("command not found:
+    X", "script missing: path"), and the fix; None for any other cause."""
+    if hit.cause not in ("script_missing", "command_not_found"):
+        return None
+    what = f": {hit.what}" if hit.what else ""
+    fix = LAUNCH_FIXES.get(hit.rule) or LAUNCH_FIXES[hit.cause]
+    return f"{hit.rule}{what}", fix
 
 
 _SIGNAL_EXIT = {134: "SIGABRT", 137: "SIGKILL", 139: "SIGSEGV", 143: "SIGTERM"}
@@ -163,6 +213,9 @@ def cause_of_end(cause: str | None, exit_code: int | None = None) -> CauseHit | 
         return CauseHit("hang", "heartbeat timeout", text[:120])
     if text.startswith(("exit 0", "interrupted", "finished", "lost", "ad-hoc")):
         return None
+    whole = match_cause(text)  # "could not start 'X': ..." is one message, not "head: tail"
+    if whole is not None and whole.cause in ("script_missing", "command_not_found"):
+        return whole
     head, _, tail = text.partition(": ")
     if tail:
         hit = match_cause(tail)
@@ -179,4 +232,7 @@ def cause_of_end(cause: str | None, exit_code: int | None = None) -> CauseHit | 
         code = int(number.group(1)) if number else None
     if code in _SIGNAL_EXIT:
         return CauseHit("signal", "signal exit code", f"exit {code} ({_SIGNAL_EXIT[code]})")
+    if code in _SHELL_EXIT:
+        cause, rule = _SHELL_EXIT[code]
+        return CauseHit(cause, rule, f"exit {code} (the shell's code for {rule})")
     return None

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from labcoat.diagnose._causes import CAUSES, cause_of_end
+from labcoat.diagnose._causes import CAUSES, cause_of_end, launch_failure, match_cause
 from labcoat.diagnose._decide import _decide, _exception, _metric_jump, _new_templates, _phase
 from labcoat.diagnose._errors import DiagnoseError
 from labcoat.diagnose._fields import body_of, rank_of, step_of, time_of
@@ -105,6 +105,8 @@ class Diagnosis:
     phase: what the run was doing when it failed: ``"startup"`` (before any step),
         ``"checkpoint"`` (saving or loading one), ``"evaluation"``, ``"training"``;
         None when no cause was found.
+    happened: for a command that could not start, what happened in words ("command not
+        found: X", "script missing: path"); fix: what to do about it.
     """
 
     cause: str | None
@@ -122,19 +124,22 @@ class Diagnosis:
     references: int = 0
     reference_trials: tuple[str, ...] = ()
     phase: str | None = None
+    happened: str | None = None
+    fix: str | None = None
 
     @property
     def summary(self) -> str:
         """One sentence: cause, where, when, and the best suspect line."""
         if self.cause is None and not self.suspects:
             return "no cause found: the output has no known failure message"
-        what = self.cause or "unknown cause"
+        what = self.happened or self.cause or "unknown cause"
         where = f" on rank {self.rank}" if self.rank is not None else ""
         where += f" ({self.host})" if self.host else ""
         when = f" at step {self.step}" if self.step is not None else ""
         line = self.suspects[0].text.strip() if self.suspects else ""
         frame = f" [{self.user_frame}]" if self.user_frame else ""
-        return f"{what}{where}{when}: {line[:200]}{frame}"
+        fix = f"; fix: {self.fix}" if self.fix else ""
+        return f"{what}{where}{when}: {line[:200]}{frame}{fix}"
 
     def __str__(self) -> str:
         out = [self.summary]
@@ -162,6 +167,7 @@ class Diagnosis:
             "metric_jump": list(self.metric_jump) if self.metric_jump else None,
             "last_step": self.last_step, "references": self.references,
             "reference_trials": list(self.reference_trials), "phase": self.phase,
+            "happened": self.happened, "fix": self.fix,
             "suspects": [s.to_dict() for s in self.suspects],
             "new_templates": [t.to_dict() for t in self.new_templates],
         }
@@ -220,6 +226,7 @@ def diagnose(
                                            if s.cause == cause and not s.discounted])
     new = _new_templates(prepared, miner, known) if reference else ()
     top = suspects[0] if suspects else None
+    happened, fix = _launch(cause, suspects)
     return Diagnosis(
         cause=cause, rank=rank, host=host, step=step, suspects=tuple(suspects),
         new_templates=new, evidence=tuple(evidence), exception=exception, user_frame=frame,
@@ -229,8 +236,21 @@ def diagnose(
         else max((line.step for line in prepared if line.step is not None), default=None),
         references=reference.lines,
         reference_trials=tuple(sorted(reference.trials)),
-        phase=_phase(cause, step, top, prepared, events),
+        phase=_phase(cause, step, top, prepared, events), happened=happened, fix=fix,
     )
+
+
+def _launch(cause: str | None, suspects: list[Suspect]) -> tuple[str | None, str | None]:
+    """What a launch failure names (the command, script or module) and its fix, from the
+    best suspect of that cause: a printed line, or the runner's record of the end."""
+    for suspect in suspects:
+        if suspect.cause != cause or suspect.discounted:
+            continue
+        hit = match_cause(body_of(suspect.text)) or cause_of_end(suspect.text)
+        found = launch_failure(hit) if hit is not None and hit.cause == cause else None
+        if found is not None:
+            return found
+    return None, None
 
 
 # --- preparing lines ------------------------------------------------------------------

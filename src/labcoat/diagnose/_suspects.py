@@ -20,13 +20,12 @@ from labcoat.diagnose._traceback import STOP_EXCEPTIONS, Frame, PythonError, par
 from labcoat.journal import Events
 
 # How strongly each cause explains a failure by itself (see the module docstring).
-
-# How strongly each cause explains a failure by itself (see the module docstring).
-WEIGHTS = {"hardware": 10.0, "dataloader_worker": 9.0, "disk_full": 9.0, "out_of_memory": 9.0,
-           "nan": 8.0, "exception": 7.0, "signal": 4.0, "collective_timeout": 3.0,
-           "hang": 2.0}
-ROOT_CAUSES = frozenset({"hardware", "dataloader_worker", "disk_full", "out_of_memory", "nan",
-                         "exception"})
+# A command that could not start (script_missing, command_not_found) ran nothing else.
+WEIGHTS = {"script_missing": 9.0, "command_not_found": 9.0, "hardware": 10.0,
+           "dataloader_worker": 9.0, "disk_full": 9.0, "out_of_memory": 9.0, "nan": 8.0,
+           "exception": 7.0, "signal": 4.0, "collective_timeout": 3.0, "hang": 2.0}
+ROOT_CAUSES = frozenset({"script_missing", "command_not_found", "hardware",
+                         "dataloader_worker", "disk_full", "out_of_memory", "nan", "exception"})
 LIBRARY_EXCEPTION = 5.0  # an exception raised with no frame in the user's code
 ABORT = 2.5  # SIGABRT: how NCCL's watchdog takes a process down after a timeout
 KNOWN = 0.25  # factor for a suspect whose template successful runs also print

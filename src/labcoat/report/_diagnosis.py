@@ -46,6 +46,11 @@ def _print_one(d: dict[str, Any], console: Console) -> None:
     why = f" — {d['cause_text']}" if d["cause_text"] else ""
     console.print(f"  [red]cause[/]  {escape(cause)}{escape(why)}", soft_wrap=True,
                   highlight=False)
+    if d.get("happened"):
+        console.print(f"         [bold]{escape(d['happened'])}[/]", soft_wrap=True,
+                      highlight=False)
+    if d.get("fix"):
+        console.print(f"  [green]fix[/]    {escape(d['fix'])}", soft_wrap=True, highlight=False)
     if d["exception"]:
         frame = d["user_frame"]
         at = f" at {frame['file']}:{frame['line']} in {frame['function']}" if frame else ""
