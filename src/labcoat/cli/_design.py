@@ -66,9 +66,34 @@ def plan(
     from labcoat import report as reports
     from labcoat import review, spec
 
+    names = _candidate_names(candidates)
     found = review.plan(spec.load_design(design), review.pilots_from_store(design, pilot),
-                        candidates=candidates.split(",") if candidates else None)
+                        candidates=names)
+    failed = [n for n in found.notes if n.startswith("no fractional factorial suggested")]
+    if names and failed:  # asked for explicitly: an answer, not a note
+        raise LabcoatError(f"--candidates {candidates}: {failed[0]}")
     if as_json:
         print_json(reports.plan_dict(found))
     else:
         reports.print_plan(found, console)
+
+
+def _candidate_names(candidates: str | None) -> list[str] | None:
+    """--candidates a,b,c as names; the factorial suggestion needs three or more (fewer
+    would be ignored without a word)."""
+    if candidates is None:
+        return None
+    names = [name.strip() for name in candidates.split(",")]
+    if any(not name for name in names):
+        raise LabcoatError(f"--candidates {candidates!r} has an empty name; give names "
+                           "separated by commas, e.g. --candidates warmup,dropout,ema")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise LabcoatError(f"--candidates {candidates!r} names {', '.join(twice)} twice; "
+                           "give each intervention once")
+    if len(names) < 3:
+        raise LabcoatError(
+            f"--candidates {candidates!r}: a fractional factorial tests three or more "
+            f"interventions together, and this names {len(names)}; for two, run all four "
+            "combinations as arms (control, each alone, both), or add a third candidate")
+    return names

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -76,6 +78,9 @@ def show(
     if provenance:
         show_provenance(experiment, as_json=as_json, diff=diff)
         return
+    if diff:
+        raise LabcoatError("--diff prints a trial's recorded uncommitted diff and needs "
+                           f"--provenance: labcoat show {experiment} --provenance --diff")
     if "/" in experiment:
         raise LabcoatError(f"{experiment!r} names a trial; `labcoat show {experiment} "
                            "--provenance` shows what it ran with, `labcoat show "
@@ -113,14 +118,39 @@ def export(
         trials = {t.id: t for t in exp.trials}
         out = sys.stdout
         if not items:
+            _check_metric(exp.name, store.metric_names(session, list(trials)), metric)
             _export_points(session, trials, metric, out)
         else:
-            for row in store.eval_items(session, list(trials)):
+            rows = store.eval_items(session, list(trials))
+            if not rows:
+                _note(f"experiment {exp.name!r} has no eval items to export (its trials "
+                      "logged none with run.log_items); its metric points: labcoat export "
+                      f"{exp.name}")
+            for row in rows:
                 t = trials[row.trial_id]
                 variant = {"variant": row.variant} if row.variant else {}  # e.g. a template
                 out.write(json.dumps({"trial": t.key, "arm": t.arm, "seed": t.seed,
                                       "step": row.step, "task": row.task, "item": row.item,
                                       "score": strict(row.score), **variant}) + "\n")
+
+
+def _check_metric(name: str, names: list[str], metric: str | None) -> None:
+    """--metric must name a logged metric (a typo would export nothing, silently); no
+    metric at all is said on stderr, so stdout stays JSON lines."""
+    if not names:
+        _note(f"experiment {name!r} has no metric points to export (no trial logged one yet)")
+        return
+    if metric is None or metric in names:
+        return
+    close = difflib.get_close_matches(metric, names, n=len(names), cutoff=0.0)
+    hint = f"did you mean {close[0]!r}? " if difflib.get_close_matches(metric, names, n=1) \
+        else ""
+    raise LabcoatError(f"--metric {metric!r}: experiment {name!r} logged no such metric; "
+                       f"{hint}its metrics: {', '.join(close)}")
+
+
+def _note(message: str) -> None:
+    Console(stderr=True).print(f"[dim]{escape(message)}[/]", soft_wrap=True, highlight=False)
 
 
 def _export_points(session: Any, trials: dict[int, Any], metric: str | None, out: Any) -> None:
@@ -151,6 +181,9 @@ def report(experiment: ExpArg, as_json: JsonFlag = False,
     from labcoat import report as reports
     from labcoat import store
 
+    if html is not None and as_json:
+        raise LabcoatError(f"--json and --html {html} print different things; use one: "
+                           f"labcoat report {experiment} --json, or --html {html}")
     if html is not None:  # the HTML report (issue 11): web-ready page, same analysis
         with store_session() as session:
             size = reports.write_html_report(session, store.find_experiment(session, experiment),

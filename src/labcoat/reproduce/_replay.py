@@ -102,8 +102,17 @@ def replay_trial(ref: str, *, start: int, end: int, probes: list[str] | None = N
             metrics = recorded_metrics(session, trial)
             kept = [(c.step, c.path) for c in store.verified_checkpoints(session, trial)
                     if (Path(c.path) / "manifest.json").is_file()]
+            checkpointed = _used_checkpointer(session, trial)
     finally:
         db.close()
+    if not checkpointed:
+        raise LabcoatError(
+            f"trial {ref} has no checkpoints to replay from: it never used a labcoat "
+            "Checkpointer, which a replay needs to restore a step and attach probes. Make "
+            "the training loop call ckpt.restore() once and ckpt.should_save(step) / "
+            "ckpt.save(step) every step (labcoat.torch.Checkpointer, docs/checkpoints.md) "
+            f"and run it again; to re-execute this trial whole and compare its metrics, use "
+            f"`labcoat rerun {ref}`")
     recorded = metrics.get(verify)
     if not recorded:
         names = ", ".join(sorted(metrics)) or "none"
@@ -125,6 +134,16 @@ def replay_trial(ref: str, *, start: int, end: int, probes: list[str] | None = N
     return ReplayResult(trial=ref, start=start, end=end, verify=verify, verified_steps=verified,
                         segments=plan, output=str(out_dir / "probes.jsonl"), records=records,
                         seconds=time.perf_counter() - began, notes=notes)
+
+
+def _used_checkpointer(session: Any, trial: Any) -> bool:
+    """Whether the trial ran with a Checkpointer: it recorded a checkpoint, or its
+    restore() said where it started (every restore journals one of these)."""
+    if store.checkpoints(session, [trial.id]):
+        return True
+    kinds = (Events.CHECKPOINT_SAVED, Events.CHECKPOINT_RESTORED,
+             Events.CHECKPOINT_FRESH_START)
+    return any(store.events(session, [trial.id], kind=kind) for kind in kinds)
 
 
 def check_probes(probes: list[str]) -> list[str]:
@@ -235,9 +254,14 @@ def _finished(segment: Segment, exit_code: int, recorded: dict[int, float], veri
     done = any(e.get("event") == Events.REPLAY_DONE for e in segment.journal.events)
     if exit_code != 0 or not done:
         tail = stderr_tail(segment.run_dir, lines=3)
+        restored = any(e.get("event") == Events.REPLAY_RESTORED
+                       for e in segment.journal.events)
         why = f"exited with code {exit_code}" if exit_code != 0 else \
+            "never called ckpt.restore() on a labcoat Checkpointer, so there was no " \
+            "checkpoint to replay from and no probe was attached (`labcoat rerun " \
+            f"{ref}` re-executes it whole)" if not restored else \
             "ended without reaching the segment's end (does the training loop call " \
-            "ckpt.restore() and ckpt.should_save(step) every step?)"
+            "ckpt.should_save(step) every step?)"
         raise LabcoatError(f"replay of {ref}, steps {segment.start}-{segment.end}: the trial "
                            f"{why}" + (f": {tail}" if tail else "")
                            + f" (output in {segment.run_dir})")
