@@ -60,6 +60,10 @@ class Events:
     REPLAY_DONE = "replay.done"
     EVAL_SUBSET = "eval.subset"
     EVAL_BUDGET = "eval.budget"
+    # Written by the SDK: a value logged again at a step this run already logged (the store
+    # keeps the later one), and init() arguments the runner's identity overrode.
+    LOG_OVERWRITTEN = "log.overwritten"
+    INIT_OVERRIDDEN = "init.overridden"
     # Written by the runner into the store (not into journals).
     LOG_LINE = "log"
     JOURNAL_INVALID = "journal.invalid"

@@ -52,3 +52,33 @@ def test_checkpoint_events_fill_the_checkpoint_table_and_attempt(home, tmp_path)
         assert rows[50].path == "/c/50" and rows[50].stall_s == 0.25 and rows[50].verified
         assert rows[40].deleted and not rows[50].deleted
     db.close()
+
+
+def test_steps_past_32_bits_are_kept_and_past_64_bits_are_a_journal_problem(db_backend,
+                                                                            tmp_path):
+    """A script logging tokens seen as its step passes 2**31 at 2.1B tokens: the store keeps
+    it on PostgreSQL too (attempt.last_step was 32-bit there). A step no 64-bit integer holds
+    (a journal written by hand or an older SDK) is one journal.invalid event, not a
+    traceback in every later `labcoat status`."""
+    tokens = 3_000_000_000
+    db = store.open_store()
+    with db.session() as session:
+        attempt, run_dir = _attempt(session, tmp_path)
+        _write(run_dir, [
+            {"kind": "start", "time": 1.0, "total_steps": 2 * tokens},
+            {"kind": "log", "step": tokens, "time": 2.0, "metrics": {"loss": 1.0}},
+            {"kind": "log", "step": 2**64, "time": 3.0, "metrics": {"loss": 0.5}},
+        ])
+        progress = ingest_attempt(session, attempt)
+        session.commit()
+    with db.session() as session:
+        attempt = session.get(store.Attempt, attempt.id)
+        assert (attempt.last_step, attempt.trial.total_steps) == (tokens, 2 * tokens)
+        points = store.metric_points(session, [attempt.trial_id], "loss")
+        assert [(p.step, p.value) for p in points] == [(tokens, 1.0)]
+        (problem,) = store.events(session, [attempt.trial_id], kind="journal.invalid")
+        assert problem.message.endswith(
+            ":3: skipped: malformed 'log' record (step 18446744073709551616 is not an integer "
+            "in [0, 2**63))")
+    assert progress.problems == 1
+    db.close()

@@ -55,7 +55,7 @@ def test_migrations_produce_exactly_the_models_schema(db):
         diff = compare_metadata(MigrationContext.configure(conn), store.Base.metadata)
         version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
     assert diff == []
-    assert version == "0005"
+    assert version == "0006"
 
 
 def test_the_head_read_from_the_migration_files_is_alembics():
@@ -260,7 +260,7 @@ def test_upgrading_a_first_schema_database_keeps_its_rows(db_backend, home):
     with db.session() as session:
         assert store.find_experiment(session, "old").name == "old"
     with db.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0005"
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0006"
     db.close()
 
 

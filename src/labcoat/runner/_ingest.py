@@ -154,7 +154,7 @@ class _Rows:
             self._known_event(
                 str(record.get("event", "")), record.get("data") or {}, step, record.get("time")
             )
-            if record.get("event") == Events.GUARD_ALERT:
+            if record.get("event") in _ALERTS:
                 self._alert(line, record, step, progress)
         elif kind == "start":
             if record.get("total_steps"):
@@ -303,6 +303,13 @@ class _Rows:
         store.mark_checkpoints_deleted(session, self.attempt.trial_id, self.deleted)
 
 
+# Journal events that are also rows of the alert table (shown by `labcoat status`, the
+# report and the dashboard): the guard's, and the SDK's note that a logged value replaced
+# an earlier one at the same step.
+_ALERTS = (Events.GUARD_ALERT, Events.LOG_OVERWRITTEN)
+_STEP_MAX = 2**63 - 1  # the store's 64-bit integers
+
+
 def _rank(value: Any) -> int | None:
     if value is None:
         return None
@@ -312,8 +319,8 @@ def _rank(value: Any) -> int | None:
 
 
 def _step(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"step {value!r} is not a non-negative integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _STEP_MAX:
+        raise ValueError(f"step {value!r:.40} is not an integer in [0, 2**63)")
     return value
 
 

@@ -28,7 +28,11 @@ class JournalWriter:
         self._torn_at = _torn_write_from_env()
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"), allow_nan=True)
+        try:
+            line = json.dumps(record, separators=(",", ":"), allow_nan=True, default=_plain)
+        except (TypeError, ValueError) as e:  # a params or event value JSON cannot hold
+            raise ValueError(f"labcoat: cannot journal this {record.get('kind')} record: {e}; "
+                             "pass numbers, strings, lists and dicts") from None
         with self._lock:
             if self._file.closed:
                 raise RuntimeError(f"journal {self.path} is closed (the run has finished)")
@@ -52,6 +56,14 @@ class JournalWriter:
                 self._file.flush()
                 os.fsync(self._file.fileno())
                 self._file.close()
+
+
+def _plain(value: Any) -> Any:
+    """numpy and torch values as the plain numbers and lists they hold (without importing
+    either); anything else JSON cannot hold is a TypeError naming its type."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{value!r:.60} ({type(value).__name__}) is not JSON")
 
 
 def _torn_write_from_env() -> int | None:

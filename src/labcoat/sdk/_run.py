@@ -19,17 +19,27 @@ import json
 import math
 import numbers
 import os
+import re
 import socket
 import sys
 import time
+from array import array
+from bisect import bisect_left
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from labcoat import environment as env
 from labcoat import journal as fmt
-from labcoat.journal import JOURNAL_NAME, LEVELS, VERSION, rank_journal
+from labcoat.journal import JOURNAL_NAME, LEVELS, VERSION, Events, rank_journal
 from labcoat.sdk._journal import JournalWriter
+
+# What the store and every verb can address (tests/sdk check these against spec.NAME,
+# the design's name length and the store's columns).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiments and arms, as in a design
+NAME_MAX = 100  # characters of an experiment's name
+TEXT_MAX = 200  # characters of a metric, task, variant or item name
+STEP_MAX = 2**63 - 1  # steps and seeds are the store's 64-bit integers
 
 
 class Run:
@@ -69,6 +79,7 @@ class Run:
         self.adhoc = adhoc
         self.step: int | None = None
         self.finished = False
+        self._repeats = _Repeats()
         self._writer = JournalWriter(journal)
         self._writer.write(
             {
@@ -92,7 +103,8 @@ class Run:
         if not metrics:
             raise ValueError("run.log needs at least one metric, e.g. run.log(step, loss=1.0)")
         values = {
-            name: _number(value, f"run.log: metric {name!r} at step {step}")
+            _text(name, "run.log: metric name"):
+                _number(value, f"run.log: metric {name!r} at step {step}")
             for name, value in metrics.items()
         }
         if self.world > 1:
@@ -100,6 +112,9 @@ class Run:
             if self.rank > 0:
                 return  # rank 0's metrics stand for the group
         self._write({"kind": fmt.LOG, "step": step, "metrics": values})
+        for name in values:
+            if self._repeats.seen(name, step):
+                self._overwritten(f"{name!r}", step, "the later value")
 
     def log_work(self, step: int, seconds: float) -> None:
         """Record this rank's own work at `step` (data loading and forward, say), measured
@@ -142,7 +157,12 @@ class Run:
         step = self._check_step(step, "log_items")
         if not isinstance(task, str) or not task:
             raise ValueError(f"run.log_items: task must be a non-empty string, got {task!r}")
-        ids = [str(i) for i in _as_list(item_ids)]
+        _text(task, "run.log_items: task")
+        if not isinstance(variant, str) or len(variant) > TEXT_MAX:
+            raise ValueError(f"run.log_items: variant must be a string of at most {TEXT_MAX} "
+                             f"characters, got {variant!r:.60}")
+        ids = [_text(str(i), f"run.log_items: an item id of task {task!r}")
+               for i in _as_list(item_ids)]
         raw_scores = _as_list(scores)
         if len(ids) != len(raw_scores):
             raise ValueError(
@@ -167,6 +187,11 @@ class Run:
                 "scores": values,
             }
         )
+        again = self._repeats.seen_items((task, variant), step, ids)
+        if again:
+            shown = f"task {task!r}" + (f" (variant {variant!r})" if variant else "")
+            self._overwritten(shown, step, f"the later scores of its {again} repeated "
+                              "item(s)", count=again)
 
     def event(
         self,
@@ -202,6 +227,7 @@ class Run:
         if self.finished:
             return
         self.finished = True
+        self._summarize_repeats()
         self._write({"kind": fmt.FINISH, "status": status})
         self._writer.close()
         if self.adhoc and self.rank == 0:  # rank 0's journal stands for a rank group
@@ -218,12 +244,42 @@ class Run:
     def _check_step(self, step: Any, where: str) -> int:
         if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
             raise ValueError(f"run.{where}: step must be a non-negative integer, got {step!r}")
+        if step > STEP_MAX:
+            raise ValueError(f"run.{where}: step {step} is above 2**63 - 1, the largest the "
+                             "store keeps; log a step count (or tokens seen) that fits")
         if self.finished:
             raise RuntimeError(
                 f"run.{where} after run.finish(); start a new run with labcoat.init()"
             )
         self.step = int(step)
         return self.step
+
+    def _overwritten(self, what: str, step: int, kept: str, count: int = 1) -> None:
+        """Say, the first time per metric or task, that a value logged again at a step this
+        run already logged replaces the earlier one in the store (the journal keeps both)."""
+        if self._repeats.count(what, count) > count:
+            return  # said once; finish() sums the rest
+        message = (f"{what} was logged again at step {step}: the store keeps {kept} (this "
+                   "run's journal keeps both)")
+        print(f"labcoat: warning: {message}. Log each step once (a per-epoch counter that "
+              "restarts at 0 overwrites: use a global step) or give the second series its "
+              f"own name; further repeats are counted at the end. Journal: {self.journal}",
+              file=sys.stderr, flush=True)
+        self.event(Events.LOG_OVERWRITTEN, message, level="warning", step=step,
+                   rule=Events.LOG_OVERWRITTEN, severity="warning", what=what, count=count)
+
+    def _summarize_repeats(self) -> None:
+        """One line and event at the end for metrics or tasks repeated more than once."""
+        counts = {k: n for k, n in self._repeats.counts.items() if n > 1}
+        if not counts:
+            return
+        listed = ", ".join(f"{k} {n} times" for k, n in counts.items())
+        message = (f"in all, values were logged again at a step already logged (the store "
+                   f"keeps the later one): {listed}")
+        print(f"labcoat: warning: {message}; journal: {self.journal}", file=sys.stderr,
+              flush=True)
+        self.event(Events.LOG_OVERWRITTEN, message, level="warning", rule=Events.LOG_OVERWRITTEN,
+                   severity="warning", counts=counts)
 
     def _write(self, record: dict[str, Any]) -> None:
         record["time"] = time.time()
@@ -249,10 +305,11 @@ def init(
     as hung) are ignored. Elsewhere they name an ad-hoc experiment (default:
     ``adhoc-<script name>``) and trial.
     """
+    _check_init(total_steps, heartbeat_timeout)
     journal = os.environ.get(env.JOURNAL)
     if journal:
         rank, world = _rank_and_world()
-        return Run(
+        run = Run(
             journal=rank_journal(journal, rank),
             experiment=os.environ.get(env.EXPERIMENT, ""),
             trial=os.environ.get(env.TRIAL, ""),
@@ -266,7 +323,74 @@ def init(
             rank=rank,
             world=world,
         )
+        _say_overridden(run, {"experiment": experiment, "arm": arm, "seed": seed}, params)
+        return run
+    _check_identity(experiment, arm, seed)
     return _adhoc_run(experiment, arm, seed, params or {}, total_steps)
+
+
+def _check_init(total_steps: Any, heartbeat_timeout: Any) -> None:
+    if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(
+            total_steps, numbers.Integral) or not 0 < total_steps <= STEP_MAX):
+        raise ValueError(f"labcoat.init: total_steps={total_steps!r:.60} must be a positive "
+                         "integer (the steps the run will log, for the ETA) or None")
+    if heartbeat_timeout is not None and (
+            isinstance(heartbeat_timeout, bool) or not isinstance(heartbeat_timeout, numbers.Real)
+            or not 0 < heartbeat_timeout < math.inf):
+        raise ValueError(f"labcoat.init: heartbeat_timeout={heartbeat_timeout!r:.60} must be "
+                         "a positive number of seconds or None")
+
+
+def _check_identity(experiment: Any, arm: Any, seed: Any) -> None:
+    """An ad-hoc run's names and seed as the store and every verb can address them."""
+    for flag, value, longest in (("experiment", experiment, NAME_MAX), ("arm", arm, TEXT_MAX)):
+        if value not in (None, "") and not (isinstance(value, str) and NAME.fullmatch(value)
+                                      and len(value) <= longest):
+            raise ValueError(
+                f"labcoat.init: {flag}={value!r:.60} is not a name labcoat can record: use "
+                f"letters, digits, '.', '_' and '-' (starting with a letter or digit, at most "
+                f"{longest} characters), e.g. {flag}={_suggest(value)!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                             or abs(seed) > STEP_MAX):
+        raise ValueError(f"labcoat.init: seed={seed!r:.60} must be an integer (a 64-bit one) "
+                         "or None")
+
+
+def _suggest(value: Any) -> str:
+    """`value` made a valid name: other characters become '-' (e.g. team/exp1 -> team-exp1)."""
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", str(value)).strip("-._")
+    return (text or "my-experiment")[:NAME_MAX]
+
+
+def _say_overridden(run: Run, given: dict[str, Any], params: dict[str, Any] | None) -> None:
+    """Under `labcoat run` the design names the trial: say which init() arguments it
+    overrode (one stderr line and a journal event), rather than drop them without a word."""
+    theirs = {"experiment": run.experiment, "arm": run.arm, "seed": run.seed}
+    differ = [f"{k}={v!r} (the runner's: {theirs[k]!r})" for k, v in given.items()
+              if v is not None and v != theirs[k]]
+    mine = params or {}
+    differ += [f"params[{k!r}]={v!r:.40} (the runner's: {run.params[k]!r:.40})"
+               for k, v in mine.items() if k in run.params and not _same(v, run.params[k])]
+    extra = [k for k in mine if k not in run.params]
+    if extra:
+        differ.append(f"params {', '.join(map(repr, extra[:8]))}"
+                      f"{' ...' if len(extra) > 8 else ''} (not in the design: not recorded)")
+    if not differ:
+        return
+    message = (f"labcoat.init under `labcoat run`: the design names this trial "
+               f"({run.experiment}/{run.trial}), so the runner's values win over "
+               f"{'; '.join(differ)}; set them in the design instead")
+    print(f"labcoat: warning: {message}", file=sys.stderr, flush=True)
+    run.event(Events.INIT_OVERRIDDEN, message, level="warning")
+
+
+def _same(mine: Any, theirs: Any) -> bool:
+    """Equal as the journal would record them (numpy scalars, floats within rounding)."""
+    if hasattr(mine, "item") and not isinstance(mine, numbers.Number | str):
+        mine = mine.item()
+    if isinstance(mine, numbers.Real) and isinstance(theirs, numbers.Real):
+        return math.isclose(float(mine), float(theirs), rel_tol=1e-6)
+    return mine == theirs
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -292,7 +416,7 @@ def _adhoc_run(
     total_steps: int | None,
 ) -> Run:
     script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "session"
-    experiment = experiment or f"adhoc-{script or 'session'}"
+    experiment = experiment or _suggest(f"adhoc-{script or 'session'}")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     rank, world = _rank_and_world()
     # The ranks of one torchrun group share a directory named for its run id (their
@@ -301,19 +425,25 @@ def _adhoc_run(
     run_id = f"torchrun-{group}" if group else f"{stamp}-{os.getpid()}"
     trial = f"{arm or 'main'}-s{seed}" if seed is not None else f"run-{run_id}"
     journal = env.home() / "adhoc" / experiment / trial / run_id / JOURNAL_NAME
-    run = Run(
-        journal=rank_journal(journal, rank) if group else journal,
-        experiment=experiment,
-        trial=trial,
-        attempt=0,
-        arm=arm or "main",
-        seed=seed,
-        params=params,
-        adhoc=True,
-        total_steps=total_steps,
-        rank=rank if group else 0,
-        world=world if group else 1,
-    )
+    try:
+        run = Run(
+            journal=rank_journal(journal, rank) if group else journal,
+            experiment=experiment,
+            trial=trial,
+            attempt=0,
+            arm=arm or "main",
+            seed=seed,
+            params=params,
+            adhoc=True,
+            total_steps=total_steps,
+            rank=rank if group else 0,
+            world=world if group else 1,
+        )
+    except OSError as e:  # one line, not mkdir's chain of every missing parent
+        raise OSError(
+            f"labcoat.init: cannot write this run's journal under {env.HOME}={env.home()} "
+            f"({e.strerror or e}: {e.filename or journal}); set {env.HOME} to a writable "
+            "directory") from None
     atexit.register(_finish_at_exit, run)
     return run
 
@@ -337,10 +467,61 @@ def _number(value: Any, where: str) -> float:
         value = value.item()  # 0-d tensors and numpy scalars
     try:
         number = float(value)
+    except OverflowError:
+        power = int(abs(int(value)).bit_length() * math.log10(2))
+        raise ValueError(f"{where} is an integer of about 1e{power}, beyond a float's range "
+                         "(1.8e308); log it scaled (e.g. in millions) or as its log10"
+                         ) from None
     except (TypeError, ValueError):
         raise ValueError(
-            f"{where} is {value!r} ({type(value).__name__}); log numbers only"
+            f"{where} is {value!r:.60} ({type(value).__name__}); log numbers only"
         ) from None
-    if isinstance(value, numbers.Integral) and not math.isfinite(number):
-        raise ValueError(f"{where} overflows a float")
     return number
+
+
+def _text(name: Any, where: str) -> str:
+    """`name` if it is a string the store keeps whole, else a ValueError naming `where`."""
+    if not isinstance(name, str) or not name or len(name) > TEXT_MAX:
+        raise ValueError(f"{where} must be a non-empty string of at most {TEXT_MAX} "
+                         f"characters, got {name!r:.60} ({len(str(name))} characters); "
+                         "use a shorter stable name (an index or a hash for an item)")
+    return name
+
+
+class _Repeats:
+    """Which steps this run logged, per metric and per eval task, to tell when a value is
+    logged again at a step it already has (the store keeps one value per step).
+
+    A metric's steps are a sorted array of 64-bit ints (8 bytes a point; a step past the
+    last, the usual case, is one comparison and an append). Items: their ids per step.
+    """
+
+    def __init__(self) -> None:
+        self.steps: dict[str, array] = {}
+        self.items: dict[tuple[str, str, int], set[str]] = {}
+        self.counts: dict[str, int] = {}
+
+    def seen(self, name: str, step: int) -> bool:
+        steps = self.steps.get(name)
+        if steps is None:
+            self.steps[name] = array("q", [step])
+            return False
+        if step > steps[-1]:
+            steps.append(step)
+            return False
+        i = bisect_left(steps, step)
+        if steps[i] == step:
+            return True
+        steps.insert(i, step)
+        return False
+
+    def seen_items(self, task: tuple[str, str], step: int, ids: list[str]) -> int:
+        """How many of `ids` this run already logged for `task` at `step`."""
+        known = self.items.setdefault((*task, step), set())
+        again = len(known.intersection(ids))
+        known.update(ids)
+        return again
+
+    def count(self, what: str, n: int) -> int:
+        self.counts[what] = self.counts.get(what, 0) + n
+        return self.counts[what]

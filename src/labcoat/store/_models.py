@@ -89,7 +89,7 @@ class Trial(Base):
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     command: Mapped[list[str] | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(20), default="pending")
-    total_steps: Mapped[int | None] = mapped_column(Integer)
+    total_steps: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     experiment: Mapped[Experiment] = relationship(back_populates="trials")
@@ -116,9 +116,9 @@ class Attempt(Base):
     run_dir: Mapped[str | None] = mapped_column(Text)  # journal.jsonl, stdout.log, stderr.log
     journal_offset: Mapped[int] = mapped_column(BigInteger, default=0)
     journal_line: Mapped[int] = mapped_column(Integer, default=0)
-    last_step: Mapped[int | None] = mapped_column(Integer)
+    last_step: Mapped[int | None] = mapped_column(BigInteger)
     # From the journal, for restarts and goodput (unix seconds, trial clock):
-    restored_step: Mapped[int | None] = mapped_column(Integer)  # resumed from; 0 = fresh start
+    restored_step: Mapped[int | None] = mapped_column(BigInteger)  # resumed from; 0 = fresh start
     first_step_time: Mapped[float | None] = mapped_column(Float)  # first logged step
     last_record_time: Mapped[float | None] = mapped_column(Float)  # last journal line
     queued_s: Mapped[float | None] = mapped_column(Float)  # waited for a free slot before start
