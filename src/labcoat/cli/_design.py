@@ -22,10 +22,19 @@ def example_design() -> str:
 def init(directory: Annotated[Path, typer.Argument(help="where to write design.yaml")]) -> None:
     """Write the example design (and nothing else) into DIRECTORY."""
     target = directory / "design.yaml"
+    if directory.exists() and not directory.is_dir():
+        raise LabcoatError(f"{directory} is a file, not a directory; `labcoat init DIRECTORY` "
+                           "writes design.yaml inside DIRECTORY: give a new or existing "
+                           "directory")
     if target.exists():
         raise LabcoatError(f"{target} already exists; choose another directory or remove it")
-    directory.mkdir(parents=True, exist_ok=True)
-    target.write_text(example_design(), encoding="utf-8")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(target, "x", encoding="utf-8") as out:
+            out.write(example_design())
+    except OSError as e:  # a parent that is a file, no permission, a read-only disk
+        raise LabcoatError(f"cannot write {target}: {e.strerror or e} ({e.filename or target})"
+                           "; choose a directory you can write") from None
     console.print(f"wrote {escape(str(target))}; run it with: {escape(labcoat_command())} run "
                   f"{escape(str(target))}", soft_wrap=True)
 
