@@ -91,28 +91,113 @@ def _with_home(home: Path, verb: str) -> str:
     return f"LABCOAT_HOME={shlex.quote(str(home))} {labcoat_command()} {verb}"
 
 
+ITEM_SOURCES = ("lm-eval", "inspect", "items")
+
+
 def import_command(
-    paths: Annotated[list[Path], typer.Argument(
-        help="result files or directories: lm-eval-harness --log_samples output, Inspect AI "
-             ".eval/.json logs, or CSV/JSON/JSONL item scores")],
+    paths: Annotated[list[str], typer.Argument(
+        metavar="[SOURCE] PATH...",
+        help="SOURCE: mlflow, wandb or tensorboard (runs another tracker recorded: map them "
+             "with --arm-by/--seed-by), or lm-eval, inspect, items (per-item results: "
+             "--arm); without SOURCE, PATHs are per-item results (lm-eval-harness "
+             "--log_samples output, Inspect AI .eval/.json logs, CSV/JSON/JSONL item scores)")],
     experiment: Annotated[str, typer.Option(help="experiment to import into (created if new)")],
-    arm: Annotated[str, typer.Option(help="the model or arm these results belong to")],
-    seed: Annotated[int | None, typer.Option(help="the seed, if the arm has several")] = None,
-    metric: Annotated[str | None, typer.Option(help="score field (default: the only one); "
-                                               "Inspect: scorer or scorer.key")] = None,
+    arm: Annotated[str | None, typer.Option(
+        help="per-item results: the model or arm these results belong to")] = None,
+    seed: Annotated[int | None, typer.Option(help="per-item results: the seed, if the arm has "
+                                             "several")] = None,
+    metric: Annotated[str | None, typer.Option(
+        help="per-item results: score field (default: the only one; Inspect: scorer or "
+             "scorer.key); runs: the hypothesis' metric (its last logged value per run)")] = None,
     filter_: Annotated[str | None, typer.Option("--filter", help="lm-eval-harness filter, "
                                                 "when a file has several")] = None,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="replace what the same arm and seed already hold (without it, "
+        "different results for them are refused)")] = False,
+    arm_by: Annotated[str | None, typer.Option(
+        help="runs: the key (param, tag, config, path part) whose value is each run's arm, "
+             "e.g. params.optimizer")] = None,
+    seed_by: Annotated[str | None, typer.Option(
+        help="runs: the key whose value is each run's seed, e.g. config.seed")] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        help="runs: import only runs with KEY=VALUE (repeatable), e.g. experiment=sweep3")
+    ] = None,
+    direction: Annotated[str | None, typer.Option(
+        help="runs: increase or decrease, the way the variants should move --metric")] = None,
+    control: Annotated[str | None, typer.Option(
+        help="runs: the arm the others are compared with")] = None,
+    smallest_effect: Annotated[float | None, typer.Option(
+        help="runs: the smallest effect worth having, in the metric's units")] = None,
+    claim: Annotated[str | None, typer.Option(help="runs: the claim in one sentence")] = None,
+    design: Annotated[Path | None, typer.Option(
+        help="runs: a short design file (hypothesis:, control:, secondary_metrics:, ...) "
+             "instead of the hypothesis flags")] = None,
 ) -> None:
-    """Store per-item results computed elsewhere as arm ARM of EXPERIMENT, so `labcoat
-    compare --experiment` and `labcoat report` put paired error bars on them."""
+    """Store results computed elsewhere as EXPERIMENT so `labcoat report` puts error bars and
+    a verdict on them: runs of MLflow, W&B or TensorBoard (labcoat import mlflow mlruns/
+    --arm-by params.opt --seed-by params.seed --metric val_loss --direction decrease
+    --control sgd), or per-item results as one arm (labcoat import results.json --arm A)."""
+    from labcoat.runner import IMPORT_TOOLS
+
+    if paths and paths[0] in IMPORT_TOOLS:
+        item_flags = {"--arm": arm, "--seed": seed, "--filter": filter_}
+        _refuse_flags(paths[0], item_flags)
+        _import_runs(paths[0], paths[1:], experiment, arm_by=arm_by, seed_by=seed_by,
+                     where=where, replace=replace, metric=metric, direction=direction,
+                     control=control, smallest_effect=smallest_effect, claim=claim,
+                     design=design)
+        return
+    if paths and paths[0] in ITEM_SOURCES:
+        paths = paths[1:]
+    run_flags = {"--arm-by": arm_by, "--seed-by": seed_by, "--where": where,
+                 "--direction": direction, "--control": control,
+                 "--smallest-effect": smallest_effect, "--claim": claim, "--design": design}
+    _refuse_flags("per-item results", run_flags)
+    if arm is None:
+        raise LabcoatError("--arm is missing: name the model or arm these results belong to "
+                           f"(or start with a source, {', '.join(IMPORT_TOOLS)}, to import "
+                           "tracked runs)")
+    _import_items([Path(p) for p in paths], experiment, arm, seed, metric, filter_, replace)
+
+
+def _refuse_flags(what: str, flags: dict[str, Any]) -> None:
+    given = [flag for flag, value in flags.items() if value not in (None, [])]
+    if given:
+        raise LabcoatError(f"{', '.join(given)} do(es) not apply to importing {what}; see "
+                           "`labcoat import --help`")
+
+
+def _import_items(paths: list[Path], experiment: str, arm: str, seed: int | None,
+                  metric: str | None, filter_: str | None, replace: bool) -> None:
     from labcoat.runner import import_results
 
     done = import_results(paths, experiment=experiment, arm=arm, seed=seed, metric=metric,
-                          filter=filter_)
+                          filter=filter_, replace=replace)
     tasks = ", ".join(f"{escape(t)} ({n})" for t, n in done.tasks.items())
     console.print(f"imported {sum(done.tasks.values())} item scores ({done.format}, metric "
                   f"{escape(done.metric)}) as {escape(done.experiment)}/{escape(done.trial)}: "
                   f"{tasks}", soft_wrap=True)
+    for note in done.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+    console.print(f"next: {escape(labcoat_command())} report {escape(done.experiment)}",
+                  soft_wrap=True)
+
+
+def _import_runs(tool: str, paths: list[str], experiment: str, *, arm_by: str | None,
+                 seed_by: str | None, where: list[str] | None, replace: bool,
+                 **flags: Any) -> None:
+    from labcoat.runner import ImportHypothesis, import_runs
+
+    if flags["direction"] not in (None, "increase", "decrease"):
+        raise LabcoatError(f"--direction {flags['direction']!r}: choose increase or decrease")
+    done = import_runs(tool, paths, experiment=experiment, arm_by=arm_by, seed_by=seed_by,
+                       where=where, replace=replace, hypothesis=ImportHypothesis(**flags))
+    arms = ", ".join(f"{escape(a)} (seeds {', '.join(map(str, s))})" for a, s in done.arms.items())
+    again = f", {done.outcomes['same']} again" if done.outcomes.get("same") else ""
+    replaced = f", {done.outcomes['replaced']} replaced" if done.outcomes.get("replaced") else ""
+    console.print(f"imported {sum(len(s) for s in done.arms.values())} {tool} runs "
+                  f"({done.points:,} points{again}{replaced}) into "
+                  f"{escape(done.experiment)}: {arms}", soft_wrap=True)
     for note in done.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     console.print(f"next: {escape(labcoat_command())} report {escape(done.experiment)}",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         setting,
     )
     from labcoat.runner._goodput import LOSSES, Goodput, experiment_goodput, trial_goodput
+    from labcoat.runner._import_runs import IMPORT_TOOLS, ImportHypothesis, RunsImport, import_runs
     from labcoat.runner._imports import ImportSummary, import_results
     from labcoat.runner._ingest import Progress, ingest_attempt
     from labcoat.runner._liveness import RunnerState, runner_state
@@ -42,6 +43,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
                   "ExecutorSettings", "LaunchError", "TrialHandle", "executor_kind",
                   "executor_names", "open_executor", "parse_settings", "setting"),
     "_goodput": ("LOSSES", "Goodput", "experiment_goodput", "trial_goodput"),
+    "_import_runs": ("IMPORT_TOOLS", "ImportHypothesis", "RunsImport", "import_runs"),
     "_imports": ("ImportSummary", "import_results"),
     "_ingest": ("Progress", "ingest_attempt"),
     "_liveness": ("RunnerState", "runner_state"),

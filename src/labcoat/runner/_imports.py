@@ -23,9 +23,11 @@ class ImportSummary:
 
 def import_results(paths: list[str | Path], *, experiment: str, arm: str,
                    seed: int | None = None, metric: str | None = None,
-                   filter: str | None = None) -> ImportSummary:  # noqa: A002 - lm-eval's word
+                   filter: str | None = None,  # noqa: A002 - lm-eval's word
+                   replace: bool = False) -> ImportSummary:
     """Read every path (file or directory; see labcoat.evals.load_item_scores) as the results
-    of one model and store them as trial `arm` (`arm-sSEED`) of `experiment`."""
+    of one model and store them as trial `arm` (`arm-sSEED`) of `experiment`. Different
+    scores for an arm and seed that already hold some are refused unless `replace`."""
     from labcoat.evals import load_item_scores, merge_item_scores
 
     if not paths:
@@ -42,7 +44,7 @@ def import_results(paths: list[str | Path], *, experiment: str, arm: str,
     try:
         with db.session() as session:
             trial = store.record_import(session, experiment=experiment, arm=arm, seed=seed,
-                                        rows=rows, source=source)
+                                        rows=rows, source=source, replace=replace)
             key = trial.key
             session.commit()
     finally:

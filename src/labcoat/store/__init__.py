@@ -1,6 +1,7 @@
 """The database: models, migrations, queries. The only code in labcoat that speaks SQL."""
 
 from labcoat.store._db import Store, migrate, open_store, unreadable
+from labcoat.store._import_runs import RUNS_IMPORTED_HASH, import_experiment, record_run_import
 from labcoat.store._imports import IMPORTED_HASH, record_import
 from labcoat.store._locks import experiment_lock
 from labcoat.store._models import (
@@ -61,6 +62,7 @@ __all__ = [
     "as_utc",
     "utcnow",
     "IMPORTED_HASH",
+    "RUNS_IMPORTED_HASH",
     "TRIAL_STATUSES",
     "Alert",
     "Attempt",
@@ -106,6 +108,8 @@ __all__ = [
     "verified_checkpoints",
     "record_provenance",
     "record_import",
+    "record_run_import",
+    "import_experiment",
     "open_store",
     "unreadable",
     "start_attempt",

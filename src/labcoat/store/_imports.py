@@ -3,6 +3,7 @@ finished attempt of a trial (one per arm and seed) of an experiment without a de
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -11,7 +12,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from labcoat.errors import LabcoatError
-from labcoat.store._models import EvalItem, Trial
+from labcoat.store._models import EvalItem, Event, Trial
 from labcoat.store._write import (
     end_attempt,
     get_or_create_experiment,
@@ -24,11 +25,14 @@ IMPORTED_HASH = "imported"
 
 
 def record_import(session: Session, *, experiment: str, arm: str, seed: int | None,
-                  rows: Sequence[dict[str, Any]], source: dict[str, Any]) -> Trial:
+                  rows: Sequence[dict[str, Any]], source: dict[str, Any],
+                  replace: bool = False) -> Trial:
     """Store per-item scores as the trial `arm` (or `arm-sSEED`) of `experiment`.
 
-    rows: {task, item, score}; step 0, no variant. A second import of the same arm and
-    seed replaces its items (the trial keeps one set of results) and is a new attempt.
+    rows: {task, item, score}; step 0, no variant. Importing the same scores again is a new
+    attempt that changes nothing; different scores for an arm and seed that already hold
+    some are refused unless `replace` (the trial keeps one set of results: replacing them
+    without a word would lose the first import).
     source: what was read (paths, format, metric), kept as the import event's data.
     """
     exp, _ = get_or_create_experiment(session, name=experiment, design_yaml="",
@@ -42,6 +46,8 @@ def record_import(session: Session, *, experiment: str, arm: str, seed: int | No
         trial = Trial(key=key, arm=arm, seed=seed, params={}, status="pending")
         exp.trials.append(trial)
         session.flush()
+    elif not replace:
+        _refuse_different(session, experiment, trial, rows, source)
     attempt = start_attempt(session, trial, run_dir="", host="import")
     session.execute(delete(EvalItem).where(EvalItem.trial_id == trial.id))
     upsert_eval_items(session, [{"trial_id": trial.id, "attempt_id": attempt.id, "step": 0,
@@ -53,3 +59,27 @@ def record_import(session: Session, *, experiment: str, arm: str, seed: int | No
     end_attempt(session, attempt, exit_code=None, trial_status="done",
                 cause=f"imported from {', '.join(source.get('paths', []))}")
     return trial
+
+
+def _refuse_different(session: Session, experiment: str, trial: Trial,
+                      rows: Sequence[dict[str, Any]], source: dict[str, Any]) -> None:
+    held = {(i.task, i.item): i.score for i in session.scalars(
+        select(EvalItem).where(EvalItem.trial_id == trial.id))}
+    new = {(r["task"], r["item"]): float(r["score"]) for r in rows}
+    if not held or _same_scores(held, new):
+        return
+    before = session.scalars(select(Event.data).where(
+        Event.trial_id == trial.id, Event.kind == "import").order_by(Event.id.desc())).first()
+    paths = ", ".join((before or {}).get("paths", [])) or "an earlier import"
+    more = "" if trial.seed is not None else \
+        f", --seed N to add this file as another seed of {trial.arm}"
+    raise LabcoatError(
+        f"{experiment}/{trial.key} already holds {len(held)} item scores (from {paths}); "
+        f"{', '.join(map(str, source.get('paths', [])))} has {len(new)} different ones. "
+        f"Nothing was imported. Pass --replace to replace them{more}, or import both files "
+        "in one `labcoat import` to merge them")
+
+
+def _same_scores(a: dict[tuple[str, str], float], b: dict[tuple[str, str], float]) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)

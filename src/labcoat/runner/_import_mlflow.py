@@ -1,0 +1,168 @@
+"""MLflow runs, read without MLflow or a server: the SQLite tracking store's tables
+(`metrics`, `params`, `tags`, `runs`, `experiments`) and the legacy `mlruns/` file layout
+(`<experiment>/<run>/metrics/<key>` lines "timestamp value step").
+
+Values are what `MlflowClient.get_metric_history` returns: NaN where MLflow stored
+`is_nan`, the stored double otherwise. Deleted runs and experiments are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+
+import yaml
+
+from labcoat.errors import LabcoatError
+from labcoat.runner._external import ExternalRun
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def read_mlflow(path: Path) -> list[ExternalRun]:
+    """Every active run under `path`: a SQLite tracking store (file, or sqlite:///URI), an
+    `mlruns/` directory, or a directory holding `mlruns/` or `mlflow.db`."""
+    text = str(path)
+    if text.startswith("sqlite:///"):
+        path = Path(text.removeprefix("sqlite:///"))
+    elif text.startswith("file://"):
+        path = Path(text.removeprefix("file://"))
+    if path.is_file():
+        return _read_sqlite(path)
+    if path.is_dir():
+        if (path / "mlruns").is_dir():
+            path = path / "mlruns"
+        elif (path / "mlflow.db").is_file():
+            return _read_sqlite(path / "mlflow.db")
+        return _read_file_store(path)
+    raise LabcoatError(f"{path}: no such MLflow store; give the tracking database "
+                       "(mlflow.db, or sqlite:///path) or the mlruns/ directory")
+
+
+def _read_sqlite(path: Path) -> list[ExternalRun]:
+    with open(path, "rb") as f:
+        if f.read(16) != SQLITE_MAGIC:
+            raise LabcoatError(f"{path}: not an SQLite database (an MLflow tracking store is "
+                               "mlflow.db or the mlruns/ directory); nothing was imported")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise LabcoatError(f"{path}: cannot open the MLflow database ({e})") from None
+    try:
+        return _sqlite_runs(db, path)
+    except sqlite3.DatabaseError as e:
+        raise LabcoatError(f"{path}: the MLflow database is damaged or not an MLflow tracking "
+                           f"store ({e}); nothing was imported") from None
+    finally:
+        db.close()
+
+
+def _sqlite_runs(db: sqlite3.Connection, path: Path) -> list[ExternalRun]:
+    experiments = dict(db.execute("SELECT experiment_id, name FROM experiments "
+                                  "WHERE lifecycle_stage = 'active'"))
+    runs: dict[str, ExternalRun] = {}
+    for run_id, name, exp_id in db.execute(
+            "SELECT run_uuid, name, experiment_id FROM runs WHERE lifecycle_stage = 'active' "
+            "ORDER BY start_time, run_uuid"):
+        if exp_id not in experiments:
+            continue
+        run = runs[run_id] = ExternalRun("mlflow", run_id, str(path))
+        run.keys.update({"run_id": run_id, "run_name": name or "",
+                         "experiment": experiments[exp_id]})
+    for table in ("params", "tags"):
+        for key, value, run_id in db.execute(f"SELECT key, value, run_uuid FROM {table}"):  # noqa: S608
+            if run_id in runs:
+                runs[run_id].keys[f"{table}.{key}"] = value if value is not None else ""
+    # rowid order is write order: at a repeated (step, timestamp) the later row wins.
+    stamp: dict[tuple[str, str, int], int] = {}
+    for run_id, key, step, ts, value, is_nan in db.execute(
+            "SELECT run_uuid, key, step, timestamp, value, is_nan FROM metrics ORDER BY rowid"):
+        run = runs.get(run_id)
+        if run is None:
+            continue
+        at = (run_id, key, step)
+        if stamp.get(at, ts) > ts:  # an older timestamp logged later does not replace
+            run.repeated[key] = run.repeated.get(key, 0) + 1
+            continue
+        stamp[at] = ts
+        run.add(key, step, math.nan if is_nan else float(value), ts / 1000.0)
+    return list(runs.values())
+
+
+def _read_file_store(root: Path) -> list[ExternalRun]:
+    runs = []
+    experiments = sorted(p for p in root.iterdir() if (p / "meta.yaml").is_file())
+    if not experiments:
+        raise LabcoatError(f"{root}: no MLflow experiments here (expected mlruns/<id>/meta.yaml);"
+                           " give the mlruns/ directory or the tracking database")
+    for exp_dir in experiments:
+        meta = _yaml(exp_dir / "meta.yaml")
+        if meta.get("lifecycle_stage", "active") != "active":
+            continue
+        for run_dir in sorted(p for p in exp_dir.iterdir() if (p / "meta.yaml").is_file()):
+            run = _file_run(run_dir, str(meta.get("name", exp_dir.name)))
+            if run is not None:
+                runs.append(run)
+    runs.sort(key=lambda r: (float(r.keys.get("_start", 0)), r.id))
+    for run in runs:
+        run.keys.pop("_start", None)
+    return runs
+
+
+def _file_run(run_dir: Path, experiment: str) -> ExternalRun | None:
+    meta = _yaml(run_dir / "meta.yaml")
+    if meta.get("lifecycle_stage", "active") != "active":
+        return None
+    run_id = str(meta.get("run_id") or meta.get("run_uuid") or run_dir.name)
+    run = ExternalRun("mlflow", run_id, str(run_dir))
+    run.keys.update({"run_id": run_id, "run_name": str(meta.get("run_name") or ""),
+                     "experiment": experiment, "_start": str(meta.get("start_time") or 0)})
+    for kind in ("params", "tags"):
+        folder = run_dir / kind
+        for file in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if file.is_file():
+                key = file.relative_to(folder).as_posix()
+                run.keys[f"{kind}.{key}"] = file.read_text(encoding="utf-8")
+    folder = run_dir / "metrics"
+    for file in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if file.is_file():
+            _metric_file(run, file.relative_to(folder).as_posix(), file)
+    return run
+
+
+def _metric_file(run: ExternalRun, key: str, file: Path) -> None:
+    """Lines "timestamp value [step]" (MLflow's FileStore); the later line at a step wins."""
+    stamp: dict[int, int] = {}
+    with open(file, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            parts = line.split()
+            try:
+                ts, value = int(parts[0]), float(parts[1])
+                step = int(parts[2]) if len(parts) > 2 else 0
+                if len(parts) > 3:
+                    raise ValueError
+            except (ValueError, IndexError):
+                raise LabcoatError(f"{file}:{number}: not an MLflow metric line "
+                                   f"(timestamp value step): {line.strip()[:80]!r}; the file "
+                                   "is damaged, nothing was imported") from None
+            if stamp.get(step, ts) > ts:
+                run.repeated[key] = run.repeated.get(key, 0) + 1
+                continue
+            stamp[step] = ts
+            run.add(key, step, value, ts / 1000.0)
+
+
+def _yaml(file: Path) -> dict:
+    try:
+        data = yaml.load(file.read_text(encoding="utf-8"), Loader=_Loader)
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise LabcoatError(f"{file}: not readable MLflow metadata ({e}); the file is damaged, "
+                           "nothing was imported") from None
+    if not isinstance(data, dict):
+        raise LabcoatError(f"{file}: not MLflow metadata (expected a mapping); the file is "
+                           "damaged, nothing was imported")
+    return data
+
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -1,0 +1,97 @@
+"""Writes for runs another tracker recorded (MLflow, W&B, TensorBoard): each external run
+becomes one finished trial (arm, seed) of an experiment whose design the import wrote.
+
+Re-importing the same run replaces its points with the same points (idempotent); a
+different run mapped onto a trial that already holds one is refused unless the caller
+asks to replace it, so nothing imported earlier is lost without a word.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from labcoat.errors import LabcoatError
+from labcoat.store._models import Experiment, MetricPoint, Trial
+from labcoat.store._queries import metric_names
+from labcoat.store._write import (
+    end_attempt,
+    get_or_create_experiment,
+    insert_events,
+    start_attempt,
+    upsert_metric_points,
+)
+
+RUNS_IMPORTED_HASH = "imported-runs"
+
+
+def import_experiment(session: Session, name: str) -> tuple[Experiment, bool]:
+    """The experiment `name` for imported runs, created if new (its design is set by the
+    caller). Returns (experiment, created); an experiment `labcoat run`, an ad-hoc script
+    or an item-results import made is refused: their results must not mix."""
+    exp, created = get_or_create_experiment(session, name=name, design_yaml="",
+                                            design_hash=RUNS_IMPORTED_HASH,
+                                            require_same_design=False)
+    if not created and exp.design_hash != RUNS_IMPORTED_HASH:
+        raise LabcoatError(f"experiment {name!r} already exists and holds other results "
+                           f"(not runs imported from a tracker); import into another "
+                           "--experiment")
+    return exp, created
+
+
+def record_run_import(session: Session, experiment: Experiment, *, key: str, arm: str,
+                      seed: int, params: dict[str, Any], source: dict[str, Any],
+                      points: Sequence[tuple[str, int, float, float | None]],
+                      replace: bool = False) -> str:
+    """Store one external run as the finished trial `key` of `experiment`.
+
+    points: (metric, step, value, time) with one value per (metric, step).
+    source: {"tool", "run", "path", ...}, kept as the import event's data; `source["run"]`
+    identifies the run. Returns "new", "same" (the run was imported before: its points are
+    replaced by these) or "replaced" (another run held the trial and `replace` was given).
+    """
+    trial = session.scalar(select(Trial).where(Trial.experiment_id == experiment.id,
+                                               Trial.key == key))
+    outcome = "new"
+    if trial is not None:
+        before = (trial.params or {}).get("imported_run")
+        outcome = "same" if before == source["run"] else "replaced"
+        if outcome == "replaced" and not replace:
+            raise LabcoatError(
+                f"{experiment.name}/{key} already holds {source['tool']} run {before} "
+                f"(arm {arm}, seed {seed}); run {source['run']} ({source['path']}) maps to the "
+                "same arm and seed. Nothing was imported. Pass --replace to replace it, or "
+                "import into another --experiment")
+        old = metric_names(session, [trial.id])
+        names = sorted(set(old) | {p[0] for p in points})
+        for start in range(0, len(names), 500):  # (name, trial_id): the unique index's prefix
+            chunk = names[start:start + 500]
+            session.execute(delete(MetricPoint).where(MetricPoint.name.in_(chunk),
+                                                      MetricPoint.trial_id == trial.id))
+        trial.arm, trial.seed = arm, seed
+    else:
+        trial = Trial(key=key, arm=arm, seed=seed, params={}, status="pending")
+        experiment.trials.append(trial)
+        session.flush()
+    imports = int((trial.params or {}).get("imports", 0)) + 1  # each import adds one event
+    trial.params = {**params, "imported_run": source["run"], "imports": imports}
+    attempt = trial.attempts[0] if trial.attempts else start_attempt(
+        session, trial, run_dir=str(source["path"]), host="import")
+    attempt.run_dir = str(source["path"])
+    upsert_metric_points(session, [{"trial_id": trial.id, "attempt_id": attempt.id, "name": n,
+                                    "step": s, "value": v, "time": t} for n, s, v, t in points])
+    attempt.last_step = max((p[1] for p in points), default=None)
+    insert_events(session, [{"trial_id": trial.id, "attempt_id": attempt.id,
+                             "seq": imports,
+                             "step": 0, "level": "info", "kind": "import",
+                             "message": f"imported {source['tool']} run {source['run']}: "
+                                        f"{len(points)} points",
+                             "data": source, "time": time.time()}])
+    end_attempt(session, attempt, exit_code=None, trial_status="done",
+                cause=f"imported from {source['tool']} run {source['run']} ({source['path']})")
+    return outcome
+
