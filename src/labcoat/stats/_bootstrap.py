@@ -153,7 +153,7 @@ def probability_of_improvement(
     check_ci(ci)
     reps = _check_reps(reps)
     method = _check_method(method)
-    xs, ys = check_pair(x, y)
+    xs, ys = check_pair(_score_table(x, "x"), _score_table(y, "y"))
     kernel = improvement_kernel(xs, ys)  # (tasks, runs_x, runs_y)
     point = float(kernel.mean(axis=(1, 2)).mean())
     n = min(xs.shape[0], ys.shape[0])
@@ -538,7 +538,29 @@ def _check_scores(scores: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
         )
     if not scores:
         raise ValueError("scores is empty: pass {algorithm: array (num_runs, num_tasks)}")
-    return {name: as_scores(value, f"scores[{name!r}]") for name, value in scores.items()}
+    return {name: _score_table(value, f"scores[{name!r}]") for name, value in scores.items()}
+
+
+def _score_table(value: ArrayLike, name: str) -> np.ndarray:
+    """`as_scores`, with ragged runs and non-numbers named instead of numpy's shape error."""
+    if not hasattr(value, "shape") and isinstance(value, Sequence) and not isinstance(
+            value, str | bytes):
+        lengths = [None if isinstance(row, str | bytes) or not hasattr(row, "__len__")
+                   else len(row) for row in value]
+        if len(set(lengths)) > 1:
+            shown = ", ".join("1 (a number)" if n is None else str(n) for n in lengths[:10])
+            more = ", ..." if len(lengths) > 10 else ""
+            raise ValueError(
+                f"{name} has runs with different numbers of scores ({shown}{more}): each run "
+                "needs one score per task, in the same task order; complete or drop the "
+                "short runs")
+    try:
+        return as_scores(value, name)
+    except (TypeError, ValueError) as e:
+        if str(e).startswith(name):  # as_scores' own message, naming the shape
+            raise
+        raise ValueError(f"{name} is not a table of numbers ({e}); pass a (num_runs, "
+                         "num_tasks) array of floats") from None
 
 
 def _check_reps(reps: int) -> int:
