@@ -12,7 +12,7 @@ $(PY):
 # requirement would otherwise pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,torch,postgres,ray,slurm,ui]"
+	$(PY) -m pip install -q -e ".[dev,torch,postgres,ray,slurm,ui,hf,lightning]"
 	touch $(STAMP)
 
 setup: $(STAMP)

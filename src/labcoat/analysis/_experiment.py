@@ -109,7 +109,8 @@ class Analysis:
     restarts: dict[str, list[str]] = field(default_factory=dict)  # trial -> causes of restarts
     scales: dict[str, Any] = field(default_factory=dict)  # scaling fits (report._scales)
     prompts: dict[str, Any] = field(default_factory=dict)  # template sensitivity (_evals)
-    evaluations: dict[str, Any] = field(default_factory=dict)  # arms paired, no design
+    evaluations: dict[str, Any] = field(default_factory=dict)  # eval items no hypothesis judges
+    kind: str = "designed"  # or "ad-hoc" (labcoat.init outside `labcoat run`), "imported"
 
 
 def verdict_word(decision: str) -> str:
@@ -142,7 +143,10 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
                          for t in status["trials"] if t["attempts"] > 1}
     analysis.scales = scales_data(session, experiment)
     analysis.prompts = prompts_data(session, experiment, analysis.control)
-    analysis.evaluations = evaluations_data(session, experiment)
+    if not any(r.hypothesis.source == "items" for r in analysis.results):  # else judged
+        analysis.evaluations = evaluations_data(
+            session, experiment, control=analysis.control,
+            judged_by=[r.hypothesis.metric for r in analysis.results])
     return analysis
 
 
@@ -235,7 +239,8 @@ def _analyze(session: Session, experiment: Experiment) -> Analysis:
         kind = "imported results" if experiment.design_hash == store.IMPORTED_HASH else \
             "ad-hoc experiment"
         return Analysis(experiment.name, status, None, [], excluded,
-                        note=f"{kind}: no design, so no hypothesis to judge")
+                        note=f"{kind}: no design, so no hypothesis to judge",
+                        kind="imported" if kind == "imported results" else "ad-hoc")
     design = spec.parse_design(experiment.design_yaml, f"design of {experiment.name}")
     arm_names = [a.name for a in spec.arm_specs(design)]
     results = [_hypothesis_result(session, design, h, arm_names, done)
@@ -261,6 +266,8 @@ def _secondary(session: Session, done: list[Trial], metric: str) -> dict[str, In
 def _hypothesis_result(session: Session, design: Design, hypothesis: Hypothesis,
                        arm_names: list[str], done: list[Trial]) -> HypothesisResult:
     values, items = _trial_values(session, done, hypothesis)
+    if hypothesis.source == "scalar":
+        items = {}  # eval items are a metric of their own (Analysis.evaluations), not this one
     diverged = _non_finite(session, done, hypothesis, values)
     tasks = sorted({task for per_trial in items.values() for task in per_trial})
     by_arm: dict[str, list[Trial]] = defaultdict(list)

@@ -40,6 +40,8 @@ from labcoat.torch.checkpoint import (
     ProbeContext,
     ReplayFinished,
     load_checkpoint,
+    seal_directory,
+    verify_directory,
     young_daly_interval,
 )
 from labcoat.torch.guard import (
@@ -71,6 +73,8 @@ __all__ = [
     "item_hashes",
     "load_checkpoint",
     "read_reference_file",
+    "seal_directory",
+    "verify_directory",
     "watch",
     "write_reference_file",
     "young_daly_interval",

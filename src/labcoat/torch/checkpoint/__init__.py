@@ -9,7 +9,8 @@ verify in the background); `_snapshot`, `_files` and `_layout` hold the
 on-disk format; `_rng` captures every random state; `_interval` chooses when
 to save (Young/Daly). Replay (`labcoat replay`) runs through the same
 Checkpointer: `_replay` restores a segment and ends the process after it,
-`_probes` are what it records.
+`_probes` are what it records. `_sealed` seals checkpoints other libraries write
+(Hugging Face Trainer, Lightning) with the same hashes, for `labcoat.integrations`.
 """
 
 from labcoat.torch.checkpoint._checkpoint import CheckpointConfig, Checkpointer, load_checkpoint
@@ -17,6 +18,7 @@ from labcoat.torch.checkpoint._errors import CheckpointError
 from labcoat.torch.checkpoint._interval import Policy, young_daly_interval
 from labcoat.torch.checkpoint._probes import ProbeContext
 from labcoat.torch.checkpoint._replay import ReplayFinished
+from labcoat.torch.checkpoint._sealed import seal_directory, verify_directory
 
 __all__ = [
     "CheckpointConfig",
@@ -26,5 +28,7 @@ __all__ = [
     "ProbeContext",
     "ReplayFinished",
     "load_checkpoint",
+    "seal_directory",
+    "verify_directory",
     "young_daly_interval",
 ]
