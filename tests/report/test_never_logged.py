@@ -32,7 +32,9 @@ def test_a_metric_nobody_logged_is_named_by_run_and_report(home, tmp_path):
     run = cli("run", str(design), "--plain", check=True)
     warnings = [line for line in run.stdout.splitlines() if "finished without logging" in line]
     assert len(warnings) == 1 and "'accuracy'" in warnings[0] and "loss" in warnings[0]
-    verdict = _verdict(cli("report", "nolog", check=True).stdout)
+    printed = cli("report", "nolog", check=True).stdout
+    assert printed.splitlines()[0] == "Experiment nolog - done (4/4 trials finished)"  # not 0/0
+    verdict = _verdict(printed)
     assert "metric 'accuracy' was never logged by the 4 finished trials" in verdict
     assert "they logged: loss" in verdict and "needs at least 2" not in verdict
 

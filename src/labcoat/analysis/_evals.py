@@ -1,6 +1,8 @@
 """Report sections on eval items beyond the verdict: prompt-format sensitivity (items
-logged under template variants) and, for experiments without a design (imported or
-ad-hoc), each arm against the first, paired over items.
+logged under template variants) and, where no hypothesis judges the items (experiments
+without a design, imported or ad-hoc, and designs with scalar hypotheses), the items as a
+metric of their own: per arm with intervals across seeds, each arm against the control
+paired over items.
 
 An arm's item score is the mean over its finished trials (seeds) of that item's
 score at each trial's last eval: the comparisons are paired over items and
@@ -72,30 +74,84 @@ def prompts_data(session: Session, experiment: Experiment, control: str | None
     }
 
 
-def evaluations_data(session: Session, experiment: Experiment) -> dict[str, Any]:
-    """Experiments without a design (imported, ad-hoc): every arm against the first, paired
-    over the items both scored; {} with a design, or with fewer than two arms with items."""
-    from labcoat.evals import ItemScores, compare_item_scores
-    from labcoat.stats import StatsWarning
+def evaluations_data(session: Session, experiment: Experiment, *, control: str | None = None,
+                     judged_by: list[str] | None = None) -> dict[str, Any]:
+    """Eval items that no hypothesis judges, as a metric of their own ("item score"): for
+    experiments without a design (imported, ad-hoc) and designs whose hypotheses are all on
+    scalars (`judged_by` names their metrics). Never mixed into a hypothesis's table.
 
-    if experiment.design_yaml:
-        return {}
+    Per arm and task: the mean over items of each trial's scores, with a t interval across
+    the arm's trials, cut to [0, 1] when every score lies in it (an accuracy cannot leave
+    it). Every arm against `control` (else the first arm), paired over the items both
+    scored; differences cut to [-1, 1] likewise. {} when no finished trial logged items."""
+    from labcoat.evals import ItemScores
+
     done = [t for t in experiment.trials if t.status == "done"]
     by_arm = arm_item_scores(session, experiment.name, done, ItemScores)
-    if len(by_arm) < 2:
+    if not by_arm or (not experiment.design_yaml and len(by_arm) < 2):
         return {}
     arms = list(by_arm)
+    if control in by_arm:
+        arms.remove(control)
+        arms.insert(0, control)
+    scores = [float(s) for a in by_arm.values() for s in a.scores]
+    bounds = (0.0, 1.0) if 0 <= min(scores) and max(scores) <= 1 else None
+    per_arm, tasks, found = _arm_intervals(session, done, bounds)
     out = []
     for arm in arms[1:]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", StatsWarning)
-            try:
-                result = compare_item_scores(by_arm[arms[0]], by_arm[arm])
-            except ValueError as e:
-                out.append({"arm": arm, "note": str(e)})
+        out.append({"arm": arm, **_paired(by_arm[arms[0]], by_arm[arm], bounds)})
+    return {"metric": "item score", "judged_by": judged_by or [], "tasks": tasks,
+            "bounds": list(bounds) if bounds else None, "control": arms[0],
+            "arms": [{"arm": arm, **per_arm[arm]} for arm in arms if arm in per_arm],
+            "comparisons": out, "warnings": found}
+
+
+def _arm_intervals(session: Session, done: list[Trial], bounds: tuple[float, float] | None
+                   ) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+    """{arm: {"trials": n, "tasks": {task: interval}}}, the tasks, and the warnings met."""
+    from labcoat import stats
+    from labcoat.stats import StatsWarning
+
+    _, items = store.primary_values(session, done, source="items", metric="")
+    cells = {trial_id: {task: [s for s in per.values() if s is not None and np.isfinite(s)]
+                        for task, per in tasks.items()} for trial_id, tasks in items.items()}
+    tasks = sorted({task for per in cells.values() for task in per})
+    out: dict[str, dict[str, Any]] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StatsWarning)
+        for arm in dict.fromkeys(t.arm for t in done):
+            trials = [t.id for t in done if t.arm == arm and t.id in cells]
+            if not trials:
                 continue
-        out.append({"arm": arm, **file_comparison_dict(result)})
-    return {"control": arms[0], "comparisons": out}
+            per_task = {}
+            for task in tasks:
+                means = [float(np.mean(cells[t][task])) for t in trials if cells[t].get(task)]
+                if means:
+                    i = stats.mean_interval(means, bounds=bounds)
+                    per_task[task] = {"point": i.point, "low": i.low, "high": i.high,
+                                      "n": len(means)}
+            out[arm] = {"trials": len(trials), "tasks": per_task}
+    found = [str(w.message) for w in caught if issubclass(w.category, StatsWarning)
+             and getattr(w.message, "kind", "") != "few-runs"]
+    return json_safe(out), tasks, list(dict.fromkeys(found))
+
+
+def _paired(a: Any, b: Any, bounds: tuple[float, float] | None) -> dict[str, Any]:
+    """B - A paired over items (evals.compare_item_scores), cut to the metric's range."""
+    from labcoat.evals import compare_item_scores
+
+    try:
+        found = file_comparison_dict(compare_item_scores(a, b))
+    except ValueError as e:
+        return {"note": str(e)}
+    if bounds is not None:
+        width = bounds[1] - bounds[0]
+        diffs = [found["overall"], *(d for t in found["tasks"]
+                                     for d in (t["difference"], t["adjusted"]) if d)]
+        for d in diffs:
+            d["low"] = None if d["low"] is None else max(d["low"], -width)
+            d["high"] = None if d["high"] is None else min(d["high"], width)
+    return found
 
 
 def arm_item_scores(session: Session, experiment: str, trials: list[Trial], cls: Any

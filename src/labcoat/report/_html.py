@@ -27,10 +27,15 @@ from labcoat.analysis import (
     verdict_word,
 )
 from labcoat.errors import LabcoatError
+from labcoat.report._evals import difference_cells, evaluations_title, interval_text
 from labcoat.report._plotly import figure_div, head_scripts, packed_plotly_js, tail_scripts
 from labcoat.report._plotly import plotly_js as plotly_js  # report.plotly_js (the dashboard)
 from labcoat.report._status import goodput_line
-from labcoat.report._terminal import _interval  # one wording of an interval in both reports
+from labcoat.report._terminal import (
+    _interval,  # one wording of an interval in both reports
+    trials_line,
+    verdict_statements,
+)
 from labcoat.stats import Adjusted, Difference
 
 CSS = """
@@ -126,6 +131,7 @@ class _Renderer:
         sections = [("verdicts", "Verdicts", self.verdicts()),
                     ("curves", "Training and eval curves", self.curves()),
                     ("hypotheses", "Hypotheses, effects and intervals", self.hypotheses()),
+                    ("evaluations", "Eval items", self.evaluations()),
                     ("design", "Design and pre-registration", self.design()),
                     ("review", "Design review", self.review()),
                     ("scaling", "Scaling", self.scaling()),
@@ -135,7 +141,7 @@ class _Renderer:
         nav = "".join(f"<a href='#{sid}'>{title}</a>" for sid, title, _ in sections)
         out = [f"<header><h1>Experiment {escape(e['name'])}</h1>"
                f"<p class='muted'>status <b id='status'>{escape(e['status'])}</b>; "
-               f"{e['done']}/{e['trials']} trials done, {e['failed']} failed; design "
+               f"{escape(trials_line(self.a))}; design "
                f"{escape((e['design_hash'] or '')[:12])}; generated "
                f"{escape(self.page.generated_at)} by labcoat</p></header><nav>{nav}</nav>"]
         out += [f"<section id='{sid}'><h2>{title}</h2>{html}</section>"
@@ -152,15 +158,13 @@ class _Renderer:
             if not result.comparisons:
                 out.append(f"<p class='note'>{escape(prefix)}no comparison to judge yet.</p>")
             for c in result.comparisons:
+                reason, *more = verdict_statements(c)  # what the terminal says, no more
                 out.append(
                     f"<div class='verdict verdict-{c.verdict}' data-verdict='{c.verdict}'>"
                     f"{escape(prefix)}<b>{escape(c.variant)}</b> vs <b>{escape(c.control)}</b>: "
-                    f"<b class='word'>{verdict_word(c.verdict)}</b> &mdash; {escape(c.reason)}"
-                    + (f"<br><span class='muted'>{escape(c.power_note)}</span>"
-                       if c.power_note else "")
-                    + (f"<br><span class='muted'>for reference only, not a verdict (seeds were "
-                       f"added until the sequential test was decisive): {escape(c.fixed_n)}"
-                       "</span>" if c.fixed_n else "") + "</div>")
+                    f"<b class='word'>{verdict_word(c.verdict)}</b> &mdash; {escape(reason)}"
+                    + "".join(f"<br><span class='muted'>{escape(line)}</span>" for line in more)
+                    + "</div>")
         if a.family and sum(len(r.comparisons) for r in a.results) > 1:
             out.append(f"<p class='muted'>Family of the verdicts: {escape(a.family)}</p>")
         for message in a.warnings:
@@ -265,6 +269,50 @@ class _Renderer:
             out.append(self.plot(self.fig.aggregates_plot(result, self.palette)))
         for c in result.comparisons:
             out.append(self.comparison(c, result))
+        return "".join(out)
+
+    def evaluations(self) -> str:
+        """The eval items no hypothesis judges, as their own metric: the terminal report's
+        `evaluations` section (report._evals), never in a hypothesis's table or plot."""
+        data = self.a.evaluations
+        if not data:
+            judged = any(r.hypothesis.source == "items" for r in self.a.results)
+            return ("<p class='note'>the eval items are the hypothesis's metric: see above.</p>"
+                    if judged else "<p class='note'>no eval items logged (run.log_items).</p>")
+        judged = ", ".join(data.get("judged_by", []))
+        out = [f"<p class='muted'>eval items (run.log_items), metric "
+               f"{escape(data.get('metric', 'item score'))}"
+               + (f"; not the hypothesis's metric ({escape(judged)}): described, not judged"
+                  if judged else "") + "</p>"]
+        if data.get("arms"):
+            head = "".join(f"<th>{escape(a['arm'])} (n={a['trials']})</th>"
+                           for a in data["arms"])
+            rows = "".join(f"<tr><td>{escape(task)}</td>" + "".join(
+                f"<td>{interval_text(a['tasks'].get(task))}</td>" for a in data["arms"])
+                + "</tr>" for task in data["tasks"])
+            out.append(f"<table><caption class='muted'>{escape(evaluations_title(data))}"
+                       f"</caption><tr><th>task</th>{head}</tr>{rows}</table>")
+        out += [f"<p class='warning'>warning: {escape(m)}</p>" for m in data.get("warnings", [])]
+        if data["comparisons"]:
+            out.append(f"<p>each arm minus {escape(data['control'])}, paired over shared items "
+                       "(eval noise only)</p>")
+        for c in data["comparisons"]:
+            if "note" in c:
+                out.append(f"<p class='note'>{escape(c['arm'])}: {escape(c['note'])}</p>")
+                continue
+            control = c["a"]["path"].rsplit("/", 1)[-1]
+            rows = [(t["task"], str(t["items_a"]), f"{t['mean_a']:.3f}", f"{t['mean_b']:.3f}",
+                     *difference_cells(t["adjusted"] or t["difference"])) for t in c["tasks"]]
+            if len(c["tasks"]) > 1:
+                rows.append((MACRO, "", "", "", *difference_cells(c["overall"])))
+            ci = "CI (Holm over tasks)" if any(t["adjusted"] for t in c["tasks"]) else "95% CI"
+            head = "".join(f"<th>{escape(h)}</th>" for h in
+                           ("task", "items", control, c["arm"], "diff", ci, "p"))
+            body = "".join("<tr>" + "".join(f"<td>{escape(x)}</td>" for x in r) + "</tr>"
+                           for r in rows)
+            out.append(f"<h3>{escape(c['arm'])} - {escape(control)} "
+                       f"({'paired' if c['paired'] else 'UNPAIRED'})</h3>"
+                       f"<table><tr>{head}</tr>{body}</table>")
         return "".join(out)
 
     def comparison(self, c: Comparison, result: HypothesisResult) -> str:

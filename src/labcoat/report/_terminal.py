@@ -31,10 +31,8 @@ VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive
 
 
 def print_report(analysis: Analysis, console: Console) -> None:
-    done = len({key for r in analysis.results for arm in r.arms for key in arm.trials})
-    total = done + len(analysis.excluded)
     console.print(f"[bold]Experiment {escape(analysis.experiment)}[/] - {analysis.status} "
-                  f"({done}/{total} trials finished)", soft_wrap=True)
+                  f"({escape(trials_line(analysis))})", soft_wrap=True)
     if analysis.note:
         console.print(escape(analysis.note), soft_wrap=True)
     for result in analysis.results:
@@ -68,13 +66,44 @@ def print_report(analysis: Analysis, console: Console) -> None:
         for c in result.comparisons:
             style = VERDICT_STYLE[c.verdict]
             prefix = f"{result.hypothesis.id}, " if len(analysis.results) > 1 else ""
-            if c.fixed_n:
-                console.print(f"[dim]for reference only, not a verdict (seeds were added until "
-                              f"the sequential test was decisive, which biases a fixed-n test): "
-                              f"{escape(c.fixed_n)}[/]", soft_wrap=True)
+            reason, *more = verdict_statements(c)
             console.print(f"Verdict for {prefix}{escape(c.variant)} vs {escape(c.control)}: "
-                          f"[{style}]{verdict_word(c.verdict)}[/] - {escape(c.reason)}",
+                          f"[{style}]{verdict_word(c.verdict)}[/] - {escape(reason)}",
                           soft_wrap=True)
+            for line in more:
+                console.print(f"[dim]  {escape(line)}[/]", soft_wrap=True)
+
+
+def verdict_statements(c: Comparison) -> list[str]:
+    """What both reports say of one verdict after its word, in order: why; the power to see
+    the smallest effect (unless the reason says it already); for a sequential experiment,
+    the fixed-n verdict for reference. The terminal prints and the HTML box shows these."""
+    out = [c.reason]
+    if c.power_note and c.power_note not in c.reason:
+        out.append(c.power_note)
+    if c.fixed_n:
+        out.append("for reference only, not a verdict (seeds were added until the sequential "
+                   f"test was decisive, which biases a fixed-n test): {c.fixed_n}")
+    return out
+
+
+def trials_line(analysis: Analysis) -> str:
+    """Every trial of the experiment by status, as both reports' headers say it: "10/10
+    trials finished", "1 ad-hoc run, finished", "3 ad-hoc runs: 2 finished, 1 failed"."""
+    totals = dict.fromkeys(("done", "failed", "running", "pending"), 0)
+    for per_arm in analysis.counts.values():
+        for status, n in per_arm.items():
+            totals[status] = totals.get(status, 0) + n
+    total = sum(totals.values())
+    words = {"done": "finished"}
+    if analysis.kind == "designed":
+        rest = ", ".join(f"{n} {s}" for s, n in totals.items() if n and s != "done")
+        return f"{totals['done']}/{total} trials finished" + (f", {rest}" if rest else "")
+    noun = f"{analysis.kind} run" + ("" if total == 1 else "s")
+    states = [(words.get(s, s), n) for s, n in totals.items() if n]
+    if len(states) == 1:
+        return f"{total} {noun}, " + ("" if total == 1 else "all ") + states[0][0]
+    return f"{total} {noun}: " + ", ".join(f"{n} {word}" for word, n in states)
 
 
 def _print_registration(analysis: Analysis, console: Console) -> None:
@@ -172,7 +201,8 @@ def _comparison_table(c: Comparison, analysis: HypothesisResult) -> Table:
     table = Table(title=f"{c.variant} - {c.control}: difference with CI and p",
                   title_justify="left", box=box.SIMPLE_HEAD, caption_justify="left",
                   caption="Seed CIs include training noise; paired item CIs hold the trained "
-                          f"models fixed (eval noise only). {family}")
+                          f"models fixed (eval noise only). {family}" if analysis.tasks
+                  else "Seed CIs include training noise.")
     table.add_column("task")
     table.add_column("diff", justify="right")
     test = {"paired-t": "paired t", "welch": "Welch"}.get(c.seeds.method, "OLS")
@@ -217,4 +247,7 @@ def analysis_dict(analysis: Analysis) -> dict[str, Any]:
     data = dataclasses.asdict(analysis)
     for result, raw in zip(analysis.results, data["results"], strict=True):
         raw["hypothesis"] = result.hypothesis.model_dump()
+        for c, raw_c in zip(result.comparisons, raw["comparisons"], strict=True):
+            raw_c["statements"] = verdict_statements(c)  # what both reports say of it
+    data["trials_line"] = trials_line(analysis)
     return json_safe(data)
