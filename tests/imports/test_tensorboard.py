@@ -1,0 +1,104 @@
+"""`labcoat import tensorboard`: runs torch's SummaryWriter wrote, read back point for point
+against TensorBoard's EventAccumulator (float32 values kept exactly), the report's per-arm
+means against the accumulator's last values, and a damaged file refused whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import cli
+
+pytest.importorskip("tensorboard")
+pytest.importorskip("torch")
+
+ARMS, SEEDS, STEPS = ("base", "wide"), (0, 1, 2), 50
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory):
+    from torch.utils.tensorboard import SummaryWriter
+
+    root = tmp_path_factory.mktemp("tb") / "runs"
+    rng = np.random.default_rng(1)
+    for arm in ARMS:
+        for seed in SEEDS:
+            with SummaryWriter(str(root / f"model={arm},seed={seed}")) as w:
+                shift = 0.0 if arm == "base" else 0.02
+                for step in range(STEPS):
+                    w.add_scalar("eval/acc", 0.5 + shift + rng.normal(0, 0.01) + step / 1000,
+                                 step)
+                    w.add_scalar("train/loss", float(rng.lognormal()), step)
+                if seed == 1:
+                    w.add_scalar("train/loss", 0.125, STEPS - 1)  # a step written twice
+    return root
+
+
+def _accumulated(run_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})  # 0: keep every point
+    acc.Reload()
+    return {tag: acc.Scalars(tag) for tag in acc.Tags()["scalars"]}
+
+
+def _import(path, experiment="tb", *extra):
+    return cli("import", "tensorboard", str(path), "--experiment", experiment, "--arm-by",
+               "model", "--seed-by", "seed", "--metric", "eval/acc", "--direction",
+               "increase", "--control", "base", *extra)
+
+
+def test_every_point_and_each_arms_mean_equal_the_accumulators(home, logdir, stored,
+                                                               report_means, equal_points):
+    done = _import(logdir)
+    assert done.returncode == 0, done.stderr
+    assert "imported 6 tensorboard runs" in done.stdout
+    assert "train/loss was logged 1 more time(s)" in done.stdout
+    held = stored("tb")
+    last: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    for arm in ARMS:
+        for seed in SEEDS:
+            scalars = _accumulated(logdir / f"model={arm},seed={seed}")
+            assert set(scalars) == {"eval/acc", "train/loss"}
+            for tag, events in scalars.items():
+                want = {e.step: e.value for e in events}  # the later event at a step
+                equal_points(held[f"{arm}-s{seed}"][tag], want)
+                # float32 on disk: every stored value is exactly a float32
+                assert all(np.float32(v) == v for v in want.values())
+            last[arm].append(scalars["eval/acc"][-1].value)
+    assert held["base-s1"]["train/loss"][STEPS - 1] == 0.125
+    assert report_means("tb") == pytest.approx({a: float(np.mean(v)) for a, v in last.items()},
+                                               rel=1e-12)
+    again = _import(logdir)
+    assert again.returncode == 0 and "6 again" in again.stdout
+    assert stored("tb") == held
+
+
+def test_a_damaged_event_file_is_named_and_nothing_is_imported(home, logdir, tmp_path):
+    import shutil
+
+    broken = tmp_path / "runs"
+    shutil.copytree(logdir, broken)
+    victim = next((broken / "model=wide,seed=2").glob("*tfevents*"))
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x40  # one flipped bit inside a record
+    victim.write_bytes(bytes(data))
+    # TensorBoard's accumulator stops silently at the damage and returns a shorter run
+    assert len(_accumulated(victim.parent)["eval/acc"]) < STEPS
+    done = _import(broken)
+    assert done.returncode != 0
+    assert f"{victim}: damaged TensorBoard event file at byte" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "no experiment named 'tb'" in cli("show", "tb").stderr
+    whole = (logdir / victim.relative_to(broken)).read_bytes()
+    victim.write_bytes(whole[: len(whole) - 7])  # a torn last record
+    done = _import(broken)
+    assert done.returncode != 0 and "the last record is cut short" in done.stderr
+
+
+def test_a_missing_mapping_lists_the_directory_keys(home, logdir):
+    done = cli("import", "tensorboard", str(logdir), "--experiment", "tb", "--arm-by", "arm",
+               "--seed-by", "seed")
+    assert done.returncode != 0
+    assert "has no key 'arm'" in done.stderr
+    assert "path.model (2 values: 'base', 'wide')" in done.stderr

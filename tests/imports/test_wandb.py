@@ -1,0 +1,120 @@
+"""`labcoat import wandb`: offline runs wandb itself wrote (WANDB_MODE=offline, no network),
+read through wandb's own reader; every point equals the value logged and the run log's
+history as `wandb leet inspect --json` prints it, and the report's per-arm means equal
+the runs' summaries as `wandb leet inspect --summary --json` gives them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import cli
+
+pytest.importorskip("wandb")
+
+ARMS, SEEDS, STEPS = ("cosine", "linear"), (0, 1, 2), 30
+
+WRITER = """
+import json, sys
+import numpy as np
+import wandb
+
+root, arms, seeds, steps = sys.argv[1], sys.argv[2].split(","), range(3), int(sys.argv[3])
+logged = {}
+rng = np.random.default_rng(2)
+for arm in arms:
+    for seed in seeds:
+        run = wandb.init(project="sched", dir=root, group=arm,
+                         config={"schedule": {"name": arm}, "seed": seed, "lr": 3e-4})
+        values = {}
+        for step in range(steps):
+            v = float(0.7 + (0.01 if arm == "linear" else 0) + rng.normal(0, 0.02))
+            run.log({"eval": {"acc": v}, "loss": 1 / (step + 1)}, step=step)
+            values[step] = v
+        run.finish()
+        logged[f"{arm}-s{seed}"] = values
+print(json.dumps(logged))
+"""
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("wandb")
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true",
+           "WANDB_DISABLE_GIT": "true", "WANDB_API_KEY": "", "WANDB_DIR": str(root)}
+    done = subprocess.run([sys.executable, "-c", WRITER, str(root), ",".join(ARMS), str(STEPS)],
+                          env=env, capture_output=True, text=True, timeout=300, check=True)
+    logged = json.loads(done.stdout.strip().splitlines()[-1])
+    return root / "wandb", {k: {int(s): v for s, v in d.items()} for k, d in logged.items()}
+
+
+def _leet(run_file, *flags):
+    from labcoat.runner._import_wandb import _core  # the binary `wandb leet` runs
+
+    done = subprocess.run([_core(), "leet", "inspect", "--json", "--no-observability", *flags,
+                           "--run-file", str(run_file), str(run_file.parent.parent)],
+                          capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def _import(path, experiment="wb", *extra):
+    return cli("import", "wandb", str(path), "--experiment", experiment, "--arm-by",
+               "schedule.name", "--seed-by", "seed", "--metric", "eval.acc", "--direction",
+               "increase", "--control", "cosine", *extra)
+
+
+def test_every_point_and_each_arms_mean_equal_wandbs_own(home, offline, stored, report_means,
+                                                         equal_points):
+    root, logged = offline
+    done = _import(root)
+    assert done.returncode == 0, done.stderr
+    assert "imported 6 wandb runs" in done.stdout
+    held = stored("wb")
+    finals: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    for file in sorted(root.glob("offline-run-*/run-*.wandb")):
+        summary = json.loads(_leet(file, "--summary"))
+        key = f"{summary['config']['schedule']['name']}-s{summary['config']['seed']}"
+        history = {}
+        for line in _leet(file).splitlines():
+            record = json.loads(line)
+            if record["type"] == "history":
+                item = record["history"]["item"]
+                history[item["_step"]] = item["eval.acc"]  # wandb flattens nested keys
+        equal_points(held[key]["eval.acc"], history)
+        equal_points(held[key]["eval.acc"], logged[key])  # and what the script logged
+        assert held[key]["loss"] == {s: 1 / (s + 1) for s in range(STEPS)}
+        finals[key.rsplit("-s", 1)[0]].append(summary["summary"]["eval"]["acc"])
+    assert report_means("wb") == pytest.approx({a: float(np.mean(v)) for a, v in finals.items()},
+                                               rel=1e-12)
+    again = _import(root)
+    assert again.returncode == 0 and "6 again" in again.stdout
+    assert stored("wb") == held
+
+
+def test_a_damaged_run_log_is_named_and_nothing_is_imported(home, offline, tmp_path):
+    import shutil
+
+    root, _ = offline
+    broken = tmp_path / "wandb"
+    shutil.copytree(root, broken)
+    victim = sorted(broken.glob("offline-run-*/run-*.wandb"))[4]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    victim.write_bytes(bytes(data))
+    done = _import(broken)
+    assert done.returncode != 0
+    assert f"{victim}: damaged W&B run log" in done.stderr and "Traceback" not in done.stderr
+    assert "no experiment named 'wb'" in cli("show", "wb").stderr
+
+
+def test_a_missing_mapping_lists_the_config_keys(home, offline):
+    root, _ = offline
+    done = cli("import", "wandb", str(root), "--experiment", "wb", "--arm-by", "scheduler",
+               "--seed-by", "seed")
+    assert done.returncode != 0 and "has no key 'scheduler'" in done.stderr
+    assert "config.schedule.name (2 values: 'cosine', 'linear')" in done.stderr
