@@ -341,22 +341,26 @@ def test_retention_keeps_the_last_k_and_every_m(tmp_path: Path, run: Run) -> Non
                        6: "retention", 7: "retention"}
 
 
-def test_corrupt_and_incomplete_leftovers_are_removed_after_a_verified_save(
+def test_a_corrupt_checkpoint_is_moved_aside_and_an_incomplete_one_removed(
         tmp_path: Path, run: Run) -> None:
     saved_steps(tmp_path, [1, 2, 3])
     (tmp_path / "step-00000003" / "manifest.json").unlink()  # as if cut short
     state = tmp_path / "step-00000002" / "state.pt"
-    state.write_bytes(state.read_bytes()[:10])
+    damaged = state.read_bytes()[:10]
+    state.write_bytes(damaged)
     ckpt = Checkpointer(tmp_path, run=run)
     Trainer(seed=0).track(ckpt)
     assert ckpt.restore() == 1
-    assert {s for s, _ in _layout.list_steps(tmp_path)} == {1, 2, 3}  # kept until a new save
+    # the damaged one is evidence: moved aside at once, bytes intact; the cut-short one stays
+    assert (tmp_path / "corrupt" / "step-00000002" / "state.pt").read_bytes() == damaged
+    assert {s for s, _ in _layout.list_steps(tmp_path)} == {1, 3}  # until a new save
     ckpt.save(2)
     ckpt.close()
     assert [s for s, _ in _layout.list_steps(tmp_path)] == [1, 2]
     assert {e["step"]: e["data"]["reason"] for e in events(run, "checkpoint.deleted")} == {
-        3: "corrupt"}
+        3: "incomplete"}
     assert restore_fresh(tmp_path, run) == 2
+    assert (tmp_path / "corrupt" / "step-00000002" / "state.pt").read_bytes() == damaged
 
 
 # --- asynchronous saving ------------------------------------------------------------------------
@@ -557,6 +561,36 @@ def test_policy_measures_then_converts_to_steps() -> None:
     policy.saved(241, stall_s=4.0)  # C moves by the EMA weight 0.3: 2 + 0.3 * (4 - 2) = 2.6
     assert policy.cost_s == pytest.approx(2.6)
     assert policy.current().interval_s == pytest.approx(math.sqrt(2 * 2.6 * 3600))
+
+
+def simulated_saves(stall_s: float, step_s: float, steps: int) -> list[int]:
+    """Steps the default policy saves at, on a clock that advances by the step and stall."""
+    policy, now = IntervalPolicy(every=None, mtbf_s=24 * 3600.0, overhead_budget=0.02), 0.0
+    saves = []
+    for step in range(1, steps + 1):
+        now += step_s
+        policy.saw_step(step, now=now)
+        if policy.due(step):
+            saves.append(step)
+            policy.saved(step, stall_s=stall_s)
+            now += stall_s
+    return saves
+
+
+def test_a_short_fast_run_saves_at_doubling_steps() -> None:
+    # the README's script: C ~ 5 ms, 0.7 ms per step, Young/Daly ~ 40,000 steps
+    assert simulated_saves(0.005, 0.0007, 200) == [1, 2, 4, 8, 16, 32, 64, 128]
+    # stalls of the warm-up saves stay within 2% of training time plus one second
+    saves = simulated_saves(0.3, 0.05, 5000)
+    assert saves[:3] == [1, 2, 4] and len(saves) < 12
+    stalled = 0.3 * len(saves)
+    assert stalled <= 0.02 * 0.05 * 5000 + 1.0 + 0.3  # the measuring save at step 1 is free
+
+
+def test_a_slow_save_keeps_the_budget_from_the_start() -> None:
+    # C = 60 s, 1 s per step: Young/Daly sqrt(2 * 60 * 86400) = 3220 s (2% alone: 3000 s);
+    # a warm-up save would need 2 * 60 s <= 2% of the training time + 1 s: 5950 s, too late
+    assert simulated_saves(60.0, 1.0, 7000) == [1, 3221, 6441]
 
 
 def test_fixed_interval_saves_at_multiples(tmp_path: Path) -> None:

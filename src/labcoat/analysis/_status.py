@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from labcoat import store
+from labcoat.journal import Events
 from labcoat.runner import Goodput, experiment_goodput
 from labcoat.store import Attempt, Experiment
 
@@ -27,6 +28,7 @@ def experiment_summary(exp: Experiment) -> dict[str, Any]:
 def status_data(session: Session, exp: Experiment) -> dict[str, Any]:
     per_trial, total = experiment_goodput(session, exp)
     alert_rows = store.alerts(session, [t.id for t in exp.trials])
+    problems = _checkpoint_problems(session, [t.id for t in exp.trials])
     trials = []
     for t in exp.trials:
         last = store.last_attempt(t)
@@ -40,10 +42,26 @@ def status_data(session: Session, exp: Experiment) -> dict[str, Any]:
             "goodput": _goodput_dict(per_trial[t.key]),
             "alerts": [{"step": a.step, "rule": a.rule, "severity": a.severity,
                         "message": a.message, "evidence": a.evidence}
-                       for a in alert_rows if a.trial_id == t.id],
+                       for a in alert_rows if a.trial_id == t.id] + problems.get(t.id, []),
         })
     return {"experiment": experiment_summary(exp), "trials": trials,
             "goodput": _goodput_dict(total)}
+
+
+def _checkpoint_problems(session: Session, trial_ids: list[int]
+                         ) -> dict[int, list[dict[str, Any]]]:
+    """Checkpoint events a user must see, as alert rows (rule = event name) by trial id: a
+    checkpoint that failed verification (moved aside by restore), a save that failed, and
+    a restart from step 0 although checkpoints existed (their training is lost)."""
+    rows: dict[int, list[dict[str, Any]]] = {}
+    for e in store.events(session, trial_ids, min_level="warning"):
+        data = e.data or {}
+        if (e.kind in (Events.CHECKPOINT_CORRUPT, Events.CHECKPOINT_FAILED)
+                or e.kind == Events.CHECKPOINT_FRESH_START and data.get("unusable")):
+            rows.setdefault(e.trial_id, []).append(
+                {"step": e.step, "rule": e.kind, "severity": e.level, "message": e.message,
+                 "evidence": data})
+    return rows
 
 
 def _attempt_dict(a: Attempt, previous: Attempt | None) -> dict[str, Any]:

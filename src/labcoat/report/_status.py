@@ -106,8 +106,17 @@ _ALERT_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
 
 
 def print_alerts(trials: list[dict[str, Any]], console: Console, limit: int = 20) -> None:
-    """Guard alerts, worst first, at most `limit` lines."""
+    """Guard alerts, worst first, at most `limit` lines; checkpoint problems (alert rows
+    whose rule is a ``checkpoint.*`` event) under a heading of their own."""
     rows = [(t["key"], a) for t in trials for a in t.get("alerts", [])]
+    checkpoint = [r for r in rows if r[1]["rule"].startswith("checkpoint.")]
+    if checkpoint:
+        console.print(f"[bold]checkpoint problems[/] ({len(checkpoint)}):")
+        for key, a in checkpoint[:limit]:
+            console.print(f"  {escape(key)} step {a['step']}: "
+                          f"[{_ALERT_STYLE.get(a['severity'], '')}]{a['severity']}[/] "
+                          f"{escape(a['message'])}", soft_wrap=True)
+    rows = [r for r in rows if not r[1]["rule"].startswith("checkpoint.")]
     if not rows:
         return
     order = {"critical": 0, "error": 1, "warning": 2}

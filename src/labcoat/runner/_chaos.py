@@ -108,9 +108,13 @@ class Chaos:
 
 
 def corrupt_newest_checkpoint(directory: Path, rng: random.Random) -> Path | None:
-    """Flip bytes in the middle of the newest checkpoint's state file (size unchanged)."""
+    """Flip bytes in the middle of the newest checkpoint's state file (size unchanged).
+
+    Only while an older checkpoint exists to fall back to: with every checkpoint corrupt,
+    restore() refuses to start over (it would throw away the run's training), so the
+    restarted trial would fail instead of showing the fallback this fault is for."""
     states = sorted(directory.glob("step-*/state.pt"))
-    if not states:
+    if len(states) < 2:
         return None
     path = states[-1]
     size = path.stat().st_size

@@ -85,6 +85,7 @@ MTBF_ENV = env.MTBF
 FAULT_ENV = "LABCOAT_CHECKPOINT_FAULT"  # fault injection; see the module doc
 FAULT_EXIT_CODE = 137  # what a shell reports for SIGKILL
 
+ON_CORRUPT = ("raise", "start_over")  # restore(on_corrupt=...) when nothing verifies
 STATE_DICT = "state_dict"  # kind of tracked objects with state_dict / load_state_dict
 USER_DICT = "dict"  # kind of tracked plain-data dicts, restored in place
 
@@ -178,6 +179,8 @@ class Checkpointer:
         # Replay mode (LABCOAT_REPLAY, set by `labcoat replay`): see `_replay`.
         spec = ReplaySpec.from_env()
         self._replay = Replay(spec, run) if spec is not None else None
+        if self._replay is None:  # a replay only reads
+            _check_writable(self.directory)
         # One writer thread, kept for the run: at most one save is in flight, and while
         # none is, the snapshot borrows the thread to copy in parallel.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="labcoat-checkpoint")
@@ -187,8 +190,7 @@ class Checkpointer:
         self._event_lock = threading.Lock()
         self._inflight: Future[None] | None = None
         self._failure: tuple[int, Path, BaseException] | None = None
-        self._rejected: set[Path] = set()  # checkpoints restore() found corrupt
-        self._foreign: set[Path] = set()  # checkpoints of a newer format: skipped, never deleted
+        self._foreign: set[Path] = set()  # skipped by restore and left in place: never deleted
         self._restore_called = False
         self._saved_any = False
         self._closed = False
@@ -210,16 +212,28 @@ class Checkpointer:
                 raise CheckpointError(f"{name!r} is already tracked; use one name per object")
             self._tracked[name] = (_kind(name, obj), obj)
 
-    def restore(self) -> int:
+    def restore(self, *, on_corrupt: str = "raise") -> int:
         """Load the newest verified checkpoint into the tracked objects and the global RNGs.
 
         Returns its step (0 if there is none: start from scratch). A checkpoint
-        that fails verification (no manifest, size or SHA-256 mismatch, not
-        loadable with weights_only) is skipped with a ``checkpoint.corrupt``
-        event and the previous one is tried. A verified checkpoint that does not
-        fit the tracked objects raises `CheckpointError` (never a silent restart).
+        that fails verification (size or SHA-256 mismatch, a manifest that does
+        not parse, not loadable with weights_only) is moved aside, never deleted,
+        to ``<directory>/corrupt/step-NNNNNNNN``, with a warning line on stderr
+        naming it and why, and the previous one is tried. One without a manifest
+        (a write a crash cut short) is skipped and later cleaned up.
+
+        on_corrupt: what to do when checkpoints exist (or were set aside as
+        corrupt) but none verifies: ``"raise"`` (default) raises `CheckpointError`,
+        since starting over would silently throw away the run's training (a
+        runner's restarts fail the same way, until someone looks);
+        ``"start_over"`` starts at step 0 with a warning, keeping the corrupt
+        files. A verified checkpoint that does not fit the tracked objects raises
+        `CheckpointError` (never a silent restart).
         """
         self._check_open("restore")
+        if on_corrupt not in ON_CORRUPT:
+            raise CheckpointError(f"restore(on_corrupt={on_corrupt!r}): choose "
+                                  + " or ".join(repr(c) for c in ON_CORRUPT))
         if self._restore_called or self._saved_any:
             raise CheckpointError("restore() must be called once, before the first save()")
         if not self._tracked:
@@ -232,27 +246,71 @@ class Checkpointer:
             try:
                 manifest, state = _layout.read_verified(path)
             except _layout.Corrupt as bad:
-                (self._rejected if bad.deletable else self._foreign).add(path)
-                skipped.append({"step": step, "path": str(path), "reason": bad.reason})
-                self._event(Events.CHECKPOINT_CORRUPT, f"skipping checkpoint {path}: {bad.reason}",
-                            level="warning", step=step, path=str(path), reason=bad.reason)
+                skipped.append(self._skip(step, path, bad))
                 continue
             self._apply(state, path)
             self._policy.last_saved = step
             self._policy.load_measurements(manifest.get("policy"))
             fallback = "; ".join(f"{s['path']}: {s['reason']}" for s in skipped) or None
             meta = manifest["files"][_layout.STATE]
+            corrupt = sum(1 for s in skipped if s["kind"] != "incomplete")
             self._event(Events.CHECKPOINT_RESTORED, f"resuming from step {step} ({path})"
-                        + (f" after skipping {len(skipped)}" if skipped else ""),
+                        + (f" after skipping {len(skipped)} unusable checkpoint(s)"
+                           if skipped else ""),
+                        level="warning" if corrupt else "info", say=bool(corrupt),
                         step=step, path=str(path), bytes=meta["bytes"], sha256=meta["sha256"],
                         fallback_reason=fallback, skipped=skipped)
             self.restored_step = step
             return step
+        return self._fresh_start(skipped, on_corrupt)
+
+    def _skip(self, step: int, path: Path, bad: _layout.Corrupt) -> dict[str, Any]:
+        """A checkpoint restore() cannot use: move a corrupt one aside (evidence), leave one of
+        a newer format alone (a newer labcoat reads it), and say so."""
+        kind = "incomplete" if bad.incomplete else "corrupt" if bad.deletable else "newer format"
+        entry: dict[str, Any] = {"step": step, "path": str(path), "reason": bad.reason,
+                                 "kind": kind, "moved_to": None}
+        if kind == "incomplete":  # the residue of a crash mid-save: retention removes it
+            self._event(Events.CHECKPOINT_CORRUPT, f"skipping checkpoint {path}: {bad.reason}",
+                        level="info", step=step, **_without_step(entry))
+            return entry
+        note = ""
+        if kind == "corrupt":
+            try:
+                entry["moved_to"] = str(_layout.set_aside(path))
+                note = f"; moved to {entry['moved_to']}"
+            except OSError as err:
+                note = f"; could not move it aside ({err}), left in place"
+        if entry["moved_to"] is None:
+            self._foreign.add(path)  # never deleted: evidence, or a newer labcoat's
+        self._event(Events.CHECKPOINT_CORRUPT,
+                    f"checkpoint of step {step} in {self.directory} is unusable: {bad.reason}"
+                    + note, level="warning", say=True, step=step, **_without_step(entry))
+        return entry
+
+    def _fresh_start(self, skipped: list[dict[str, Any]], on_corrupt: str) -> int:
+        """No verified checkpoint: step 0, unless that would throw away a run's training."""
+        aside = _layout.set_aside_dir(self.directory)
+        moved = sorted(p.name for p in aside.iterdir()) if aside.is_dir() else []
+        in_place = [s for s in skipped if s["kind"] != "incomplete" and not s["moved_to"]]
+        found = ([f"{len(moved)} that failed verification, kept in {aside} "
+                  f"({', '.join(moved)})"] if moved else []) + [
+            f"step {s['step']} left in place ({s['reason']})" for s in in_place]
+        lost = bool(found)
+        if lost and on_corrupt == "raise":
+            raise CheckpointError(
+                f"no usable checkpoint in {self.directory}, but checkpoints were there: "
+                f"{'; '.join(found)}. Starting over at step 0 would throw away this run's "
+                "training: look at the files (a full or failing disk, a copy cut short), put a "
+                "good checkpoint back, or call ckpt.restore(on_corrupt=\"start_over\") to train "
+                "from step 0 anyway")
         self._event(Events.CHECKPOINT_FRESH_START,
                     f"no verified checkpoint in {self.directory}"
-                    + (f" ({len(skipped)} skipped)" if skipped else "") + "; starting at step 0",
-                    level="warning" if skipped else "info", step=0,
-                    directory=str(self.directory), skipped=skipped)
+                    + (f" ({'; '.join(found)}): starting over at step 0 as asked "
+                       "(on_corrupt='start_over')" if lost else "; starting at step 0"),
+                    level="warning" if skipped or lost else "info", say=lost, step=0,
+                    directory=str(self.directory), skipped=skipped,
+                    unusable=len(moved) + len(in_place))
         self.restored_step = 0
         return 0
 
@@ -352,7 +410,6 @@ class Checkpointer:
             written = _layout.write(self.directory, job.step, job.state, job.manifest,
                                     self._fault_writer(job.step, job.number))
             job.state = None  # release the snapshot
-            self._rejected.discard(path)
             self._foreign.discard(path)  # if it was one, it is ours now
             write_s = time.perf_counter() - start
             self._policy.wrote(write_s)
@@ -398,7 +455,7 @@ class Checkpointer:
         delete older ones, and corrupt or incomplete leftovers, now that `newest` is verified."""
         entries = _layout.list_steps(self.directory)
         complete = [s for s, p in entries if s <= newest and _layout.has_manifest(p)
-                    and p not in self._rejected and p not in self._foreign]
+                    and p not in self._foreign]
         keep = {newest, *complete[-self.config.keep_last:]}
         if self.config.replay_budget is not None:
             keep.update(complete)  # recorded for replay: every checkpoint is a starting point
@@ -407,16 +464,13 @@ class Checkpointer:
         for step, path in entries:
             if path in self._foreign:
                 continue
-            if path in self._rejected:
-                reason = "corrupt"
-            elif not _layout.has_manifest(path):
+            if not _layout.has_manifest(path):
                 reason = "incomplete"
             elif step > newest or step in keep:
                 continue  # a newer verified checkpoint is not ours to judge
             else:
                 reason = "retention"
             _layout.delete(path)
-            self._rejected.discard(path)
             self._event(Events.CHECKPOINT_DELETED, f"deleted checkpoint {path} ({reason})",
                         level="debug", step=step, path=str(path), reason=reason)
 
@@ -496,9 +550,12 @@ class Checkpointer:
             raise CheckpointError(f"{what}() after close(); create a new Checkpointer")
 
     def _event(self, event: str, message: str, *, level: str = "info", step: int | None = None,
-               **data: Any) -> None:
-        if self.run is None:
+               say: bool = False, **data: Any) -> None:
+        """Journal an event (Python logging without a run); say=True also prints it on stderr
+        (through logging) when there is a run: a problem the user must see where they look."""
+        if self.run is None or say:
             _log.log(_LOG_LEVELS[level], "%s: %s", event, message)
+        if self.run is None:
             return
         # Written from the writer thread too; the lock makes that safe even with a journal
         # writer that is not thread-safe itself.
@@ -576,6 +633,27 @@ def _kind(name: str, obj: Any) -> str:
         f"cannot track {name}={type(obj).__name__}: pass an object with state_dict() and "
         "load_state_dict() (module, optimizer, scheduler...), a torch.Generator, random.Random, "
         "numpy Generator/RandomState, or a dict of plain state")
+
+
+def _without_step(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != "step"}
+
+
+def _check_writable(directory: Path) -> None:
+    """Fail now, not at the first save's close(): create the directory and a file in it."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".labcoat-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise CheckpointError(
+            f"cannot write checkpoints to {directory}: {reason}"
+            + (f" ({err.filename})" if err.filename and str(err.filename) != str(directory)
+               else "")
+            + f"; give Checkpointer a writable directory (or set {CHECKPOINT_DIR_ENV})"
+        ) from None
 
 
 def _type_name(obj: Any) -> str:

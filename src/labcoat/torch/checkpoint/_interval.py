@@ -21,6 +21,18 @@ C is the measured training stall per save (an exponential moving average;
 the first save happens right after the first step to measure it), MTBF comes
 from the runner (``LABCOAT_MTBF_SECONDS``, default 24 h as a prior), and the
 interval in seconds becomes steps through the measured time per step.
+
+A young run saves more often than that: until the Young/Daly interval is
+reached, a save is also due whenever the step number has doubled since the
+last save (steps 1, 2, 4, 8, ...), so a run of any length, known or not, gets
+about log2(steps) checkpoints and a failure or a second run loses at most
+half of it. These warm-up saves must stay cheap: their stalls so far plus
+this one may not exceed the overhead budget of the training time so far plus
+WARMUP_ALLOWANCE_S. The allowance is what lets a 200-step script of a
+fraction of a second (C ~ 5 ms, 0.7 ms/step: 2% alone would allow no second
+save) keep a recent checkpoint; for a slow save (C of a minute) it is noise
+and the 2% budget rules. Recording for replay (``replay_budget``) has no
+warm-up: its budget already sets how dense checkpoints are.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ from typing import Any, Literal
 DEFAULT_MTBF_S = 24 * 3600.0  # a prior when the runner gives none (the runner uses it too)
 DEFAULT_OVERHEAD_BUDGET = 0.02
 EMA_WEIGHT = 0.3  # weight of the newest measurement: adapts within a few saves, damps noise
+WARMUP_ALLOWANCE_S = 1.0  # stall seconds the warm-up saves may spend beyond the budget
 
 Bound = Literal["fixed", "first save", "young-daly", "overhead budget", "write time", "unmeasured",
                 "replay budget"]
@@ -126,6 +139,8 @@ class IntervalPolicy:
         self.last_saved: int | None = None  # step of the last save (or restore)
         self._last_seen: tuple[int, float] | None = None  # (step, time) of the last `due` call
         self._stalled = 0.0  # seconds of save stall since the last `due` call
+        self.trained_s = 0.0  # training time this process measured (stalls excluded)
+        self.stall_total_s = 0.0  # stall of every save of this process
 
     # --- measurements ---------------------------------------------------------------------------
 
@@ -136,7 +151,9 @@ class IntervalPolicy:
             prev_step, prev_time = self._last_seen
             if step > prev_step:
                 # a save's stall is checkpoint cost, not training time
-                per_step = max(0.0, now - prev_time - self._stalled) / (step - prev_step)
+                trained = max(0.0, now - prev_time - self._stalled)
+                self.trained_s += trained
+                per_step = trained / (step - prev_step)
                 self.step_s = _ema(self.step_s, per_step)
         self._last_seen = (step, now)
         self._stalled = 0.0
@@ -145,6 +162,7 @@ class IntervalPolicy:
         self.last_saved = step
         self.cost_s = _ema(self.cost_s, stall_s)
         self._stalled += stall_s
+        self.stall_total_s += stall_s
 
     def wrote(self, write_s: float) -> None:
         self.write_s = _ema(self.write_s, write_s)
@@ -187,7 +205,16 @@ class IntervalPolicy:
         policy = self.current()
         if policy.bound == "first save":
             return True  # measure C now, at a small step
-        return policy.interval_steps is not None and step - start >= policy.interval_steps
+        if policy.interval_steps is not None and step - start >= policy.interval_steps:
+            return True
+        return step >= 2 * start and self._warmup_affordable()
+
+    def _warmup_affordable(self) -> bool:
+        """Whether a warm-up save (the step doubled since the last save) fits the budget."""
+        if self.replay_budget is not None or self.cost_s is None:
+            return False
+        spent = self.stall_total_s + self.cost_s
+        return spent <= self.overhead_budget * self.trained_s + WARMUP_ALLOWANCE_S
 
     # --- persistence (in the manifest, so a resumed run needs no measuring save) ---------------
 

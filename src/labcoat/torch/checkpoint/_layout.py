@@ -6,6 +6,8 @@
         manifest.json   written last: the completion marker, with sizes and SHA-256s
       step-00000050/
         .state.pt.tmp-1234-9f3a01bc   a write in progress, or one a crash cut short
+      corrupt/
+        step-00000030/   a checkpoint that failed verification, moved aside by restore()
 
 A checkpoint counts only if its manifest exists, parses, has a known format
 and version, and every file it lists has the listed size and SHA-256; then
@@ -53,6 +55,7 @@ FORMAT = "labcoat.checkpoint"
 VERSION = 1
 STATE = "state.pt"
 MANIFEST = "manifest.json"
+CORRUPT_DIR = "corrupt"  # restore() moves checkpoints that fail verification here
 _STEP_DIR = re.compile(r"^step-(\d{8,})$")
 
 
@@ -61,12 +64,15 @@ class Corrupt(Exception):
 
     deletable: False for a checkpoint in a format newer than this code reads,
     which a newer labcoat may still load (so retention must leave it alone).
+    incomplete: no manifest, the residue of a write a crash cut short (never a
+    checkpoint, so nothing to keep); any other reason is damage worth keeping.
     """
 
-    def __init__(self, reason: str, *, deletable: bool = True) -> None:
+    def __init__(self, reason: str, *, deletable: bool = True, incomplete: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.deletable = deletable
+        self.incomplete = incomplete
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,8 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     try:
         raw = (path / MANIFEST).read_bytes()
     except FileNotFoundError:
-        raise Corrupt("no manifest: the write did not complete (crash or error mid-save)") from None
+        raise Corrupt("no manifest: the write did not complete (crash or error mid-save)",
+                      incomplete=True) from None
     try:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -207,6 +214,25 @@ def write(directory: Path, step: int, state: dict[str, Any], manifest_extra: dic
     text = json.dumps(manifest, indent=1, sort_keys=True).encode()
     write_atomic(path / MANIFEST, lambda w: w.write(text))
     return Written(path, step, digest)
+
+
+def set_aside_dir(directory: Path) -> Path:
+    """Where restore() moves corrupt checkpoints: kept as evidence, never loaded."""
+    return directory / CORRUPT_DIR
+
+
+def set_aside(path: Path) -> Path:
+    """Move the checkpoint at `path` into ``corrupt/`` beside it, named by its step (a second
+    one of the same step gets ``.2``, ``.3``...); the new path. OSError if it cannot move."""
+    aside = set_aside_dir(path.parent)
+    aside.mkdir(exist_ok=True)
+    target, n = aside / path.name, 1
+    while target.exists():
+        n += 1
+        target = aside / f"{path.name}.{n}"
+    os.rename(path, target)
+    fsync_dir(path.parent)
+    return target
 
 
 def delete(path: Path) -> None:

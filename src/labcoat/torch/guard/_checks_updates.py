@@ -6,7 +6,9 @@ are judged at check steps (every ``check_every`` steps), the others at every ful
 
     update.skipped            error     optimizer.step() ran with gradients but changed nothing
     update.param_unchanged    error     a parameter with a gradient was not touched by the step
-    update.lost               error     touched at lr > 0, yet its value did not move (3 checks)
+    update.lost               error     touched at lr > 0, yet its value did not move (3 checks),
+                                        while its gradient is still a sizeable fraction of its
+                                        largest (a fit converged to rounding is not judged)
     update.outside_step       warning   weights changed in place between optimizer steps:
                                         seen across the step pair before a check step, and
                                         over a whole check interval by version accounting
@@ -102,6 +104,11 @@ HUGE_RMS = 10.0  # ... to a root-mean-square value above 10: no optimizer step d
 # (weights of trained nets sit at RMS ~0.01-1; a zero-initialized bias can grow 100x, but
 # not to 10), so it is judged with no history at all
 LOST_CHECKS = 3  # check steps running with bit-equal norms before update.lost
+CONVERGED_DROP = 1e-4  # a gradient norm this far below the parameter's largest one is at its
+# rounding floor: a fit converged to float precision (a noiseless regression reaches gradients
+# ~1e-7 of its first ones, float32's epsilon), whose updates are lost because there is nothing
+# left to learn. Lost updates worth an error (bf16 weights, a tiny lr) come with gradients
+# that stay within a few orders of magnitude of their peak: the model is not learning.
 
 
 class Updates(Check):
@@ -153,6 +160,7 @@ class Updates(Check):
         self.last_rg: list[bool] | None = None
         self.prev: Step | None = None  # the previous step
         self.prev_stuck: np.ndarray | None = None  # check steps running each param was stuck
+        self.grad_peak: np.ndarray | None = None  # largest gradient norm at check steps
         self.reported: dict[str, set[str]] = {}
         self.backwards_seen: list[int] = []
         self.lr_ratios: list[float] | None = None
@@ -623,7 +631,8 @@ class Updates(Check):
         # than NORM_RTOL (a LayerNorm weight late in a cosine schedule did, in a clean run)
         stuck = (params.judged & ~self.declared_frozen & params.in_optimizer & step.has_grad
                  & step.trained & (step.norms_post == step.norms_pre)
-                 & np.isfinite(step.norms_post) & (lrs[params.group] > 0))
+                 & np.isfinite(step.norms_post) & (lrs[params.group] > 0)
+                 & ~self._converged(step))
         previous = self.prev_stuck
         if previous is None or len(previous) != len(stuck):
             previous = np.zeros(len(stuck), dtype=int)
@@ -636,6 +645,18 @@ class Updates(Check):
                                      "running: "
                                      "updates below the dtype's resolution (low-precision "
                                      "weights, tiny lr, weights grown huge)")
+
+    def _converged(self, step: Step) -> np.ndarray:
+        """Parameters whose gradient fell below CONVERGED_DROP of its largest (check steps)."""
+        grads = step.grad_norms
+        if grads is None:
+            return np.zeros(len(self.ctx.params), dtype=bool)
+        finite = np.where(np.isfinite(grads), grads, 0.0)
+        peak = self.grad_peak
+        if peak is None or len(peak) != len(finite):
+            peak = finite
+        self.grad_peak = peak = np.maximum(peak, finite)
+        return finite < CONVERGED_DROP * peak
 
     def _counter_before(self, step: Step) -> None:
         """Every full step: one parameter's step counter before the update (None: no state)."""
@@ -699,6 +720,7 @@ class Updates(Check):
             setattr(self, name, np.append(getattr(self, name), np.zeros(extra, dtype=bool)))
         self.prev = None
         self.prev_stuck = None
+        self.grad_peak = None
         self.anchor = None
         self.bumps = None
         self.last_rg = None

@@ -78,9 +78,11 @@ Journal events (through ``run.event`` when a run is given; else Python logging):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import math
+import numbers
 import operator
 import threading
 import time
@@ -107,7 +109,7 @@ from labcoat.torch.guard._checks_modes import Modes
 from labcoat.torch.guard._checks_numerics import Numerics
 from labcoat.torch.guard._checks_random import EvalRandom
 from labcoat.torch.guard._checks_trainstate import TrainOnlyState
-from labcoat.torch.guard._checks_updates import Updates
+from labcoat.torch.guard._checks_updates import Updates, _step_counter
 from labcoat.torch.guard._checks_workers import WorkerRng
 from labcoat.torch.guard._context import (
     Check,
@@ -130,6 +132,7 @@ _LIGHT_FORWARD = Forward(0, True, None)  # ... and for its training forwards
 SENTINELS = 1  # parameters whose gradient hooks tell whether grads were reset between steps
 
 _log = logging.getLogger("labcoat.torch.guard")
+STATE_VERSION = 1  # of Guard.state_dict()
 _LOG_LEVELS = {"warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL}
 
 
@@ -204,6 +207,7 @@ class Guard:
                 check.close()  # release any hook it registered
         by_name = {type(c).__name__: c for c in self._checks}
         self._data: Data | None = by_name.get("Data")  # type: ignore[assignment]
+        self._updates: Updates | None = by_name.get("Updates")  # type: ignore[assignment]
         self._invariants: Invariants | None = by_name.get("Invariants")  # type: ignore[assignment]
         names = ("on_forward", "queue_pre", "on_pre_step", "queue_post", "on_post_step",
                  "on_record")
@@ -222,7 +226,11 @@ class Guard:
             # changed, so it is walked again at the next check step (not every check step)
             module_hooks.register_module_module_registration_hook(mark),
             module_hooks.register_module_parameter_registration_hook(mark),
+            # a checkpoint restored after watch() (see `_loaded`)
+            model.register_load_state_dict_post_hook(self._model_loaded),
+            optimizer.register_load_state_dict_post_hook(self._optimizer_loaded),
         ]
+        self._loaded_early = False  # state loaded before the first step, step unknown yet
         self._registered = False  # a module or parameter was registered since the last walk
         self._losses: list[tuple[int, float]] = []  # (step, loss) of light steps, not yet judged
         self._light_next = False  # the next optimizer step is a light one
@@ -252,7 +260,7 @@ class Guard:
         number = self.step + 1 if self._forwards else self.step
         value = None
         if loss is not None:
-            value = float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)
+            value = _loss_value(loss)
         elif not self._wants_batch(number):  # fast path: nobody reads this step's batch
             self.seconds += time.perf_counter() - started
             return
@@ -322,6 +330,29 @@ class Guard:
         """Optimizer steps this guard has watched."""
         return self._ctx.steps_seen
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run's guard needs (``ckpt.track(guard=guard)`` saves it): the step
+        count, so steps are numbered as the loop numbers them, and each parameter's largest
+        gradient norm, so a fit that converged before the checkpoint is known as converged."""
+        peak = None if self._updates is None else self._updates.grad_peak
+        return {"version": STATE_VERSION, "step": self.step, "params": list(self.params.names),
+                "grad_peak": None if peak is None else [float(x) for x in peak]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from `state_dict()` (a checkpoint restored before the first step)."""
+        if self._ctx.steps_seen:
+            raise GuardError("guard.load_state_dict() after the guard watched a step: restore "
+                             "the checkpoint before training")
+        step = state.get("step") if isinstance(state, dict) else None
+        if (not isinstance(state, dict) or state.get("version") != STATE_VERSION
+                or not isinstance(step, int) or step < 0):
+            raise GuardError(f"not a guard state of version {STATE_VERSION}: {state!r:.200}")
+        self._rebase(step)
+        peak = state.get("grad_peak")
+        if (self._updates is not None and peak is not None
+                and state.get("params") == list(self.params.names)):
+            self._updates.grad_peak = np.array(peak, dtype=float)
+
     def profile(self) -> dict[str, Any]:
         """What this run looked like (JSON-ready); give it to ``watch(reference=[...])``."""
         if self._invariants is None:
@@ -389,9 +420,47 @@ class Guard:
             self._sentinel_reset[i] = not kept
         return None
 
+    def _model_loaded(self, module: nn.Module, incompatible: Any) -> None:
+        """A state loaded into the model before the first step: a resume after watch()."""
+        if not self._ctx.steps_seen and not self.config.start_step:
+            self._loaded_early = True
+
+    def _optimizer_loaded(self, optimizer: torch.optim.Optimizer) -> None:
+        """A resume after watch(): the optimizer's step counter, if it keeps one, tells how
+        many steps were taken, so the guard numbers steps as the loop does (check steps, alert
+        steps and the resume rules then match an uninterrupted run's)."""
+        if self._ctx.steps_seen or self.config.start_step:
+            return
+        counters = [_step_counter(optimizer, p) for p in self.params.tensors]
+        taken = max((c for c in counters if c is not None), default=None)
+        if taken is None or taken < 1:
+            self._loaded_early = True
+            return
+        self._rebase(int(taken))
+
+    def _rebase(self, start: int) -> None:
+        """Before the first step: count steps from `start`, as if watched with start_step."""
+        self.config = dataclasses.replace(self.config, start_step=start)
+        self._ctx.config = self.config
+        self.step = self._ctx.completed = start
+        self._ctx.first_step = start + 1
+        self._loaded_early = False
+
+    def _warn_unnumbered(self) -> None:
+        """First step after a restore whose step the guard could not learn: say so once."""
+        self._loaded_early = False
+        message = ("labcoat guard: the model was restored after watch() and the optimizer keeps "
+                   "no step counter, so the guard numbers this run's steps from 1 (its alerts and "
+                   "check steps are off by the resumed step); track the guard with the "
+                   "checkpoint, ckpt.track(..., guard=guard), or call watch(..., "
+                   "start_step=start) after start = ckpt.restore()")
+        _log.warning("%s", message)  # stderr unless the program configured logging
+
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._ctx.internal or self._closed:
             return None
+        if self._loaded_early:
+            self._warn_unnumbered()
         started = time.perf_counter()
         number = self.step + 1
         if self._light_next:  # = is_light(number), decided when the last step ended
@@ -624,6 +693,26 @@ def _total_norm(tensors: list[torch.Tensor]) -> torch.Tensor | float:
         return torch.linalg.vector_norm(torch.stack([
             torch.linalg.vector_norm((t.coalesce().values() if t.is_sparse else t).float()).cpu()
             for t in tensors]))
+
+
+def _loss_value(loss: Any) -> float:
+    """guard.record's loss as a float, or one GuardError saying what it accepts."""
+    try:
+        if isinstance(loss, torch.Tensor):
+            return float(loss.item())
+        if (isinstance(loss, str | bytes | bool | np.bool_)
+                or not isinstance(loss, numbers.Real | np.generic)):
+            raise TypeError
+        return float(loss)
+    except (TypeError, ValueError, RuntimeError):
+        shape = f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else ""
+        raise GuardError(f"guard.record(loss=...) takes a number or a one-element tensor, got "
+                         f"{type(loss).__name__}{shape} {_short(loss)}") from None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _number(value: Any) -> float:
