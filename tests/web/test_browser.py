@@ -150,3 +150,71 @@ def test_the_html_report_renders_offline_and_prints(browser, ui_home: Path,
     assert not page.locator("nav").is_visible()
     page.pdf(path=str(ARTIFACTS / "report-demo.pdf"))
     context.close()
+
+
+def _overlaps(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def _toolbar_clashes(page, name: str) -> tuple[int, list[str]]:
+    """Hover each figure (Plotly shows its toolbar then) and compare the toolbar's box with
+    the legend's: (figures with a legend checked, the titles of those where they overlap).
+    A screenshot of each clash is kept in test-artifacts/."""
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+    plots = page.locator(".js-plotly-plot")
+    checked, clashes = 0, []
+    for i in range(plots.count()):
+        plot = plots.nth(i)
+        plot.scroll_into_view_if_needed()
+        plot.hover(position={"x": 5, "y": 5})
+        toolbar = plot.locator(".modebar").first
+        toolbar.wait_for(state="visible", timeout=10_000)
+        if plot.locator("g.legend").count() == 0:
+            continue
+        checked += 1
+        if _overlaps(toolbar.bounding_box(), plot.locator("g.legend").first.bounding_box()):
+            ARTIFACTS.mkdir(exist_ok=True)
+            plot.screenshot(path=str(ARTIFACTS / f"toolbar-over-legend-{name}-{i}.png"))
+            clashes.append(plot.locator(".gtitle").first.text_content())
+    return checked, clashes
+
+
+@pytest.mark.parametrize("width", [1280, 760])
+def test_the_toolbar_never_covers_a_legend(browser, server, ui_home: Path, width: int) -> None:
+    """Plotly's toolbar, drawn on hover at a figure's top right, leaves every legend
+    readable on the dashboard's pages and in the HTML report, wide or narrow (issue 30,
+    point 1: it covered the curves' legend)."""
+    from labcoat import report, store
+
+    out = ARTIFACTS / "report-toolbar.html"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LABCOAT_HOME", str(ui_home))
+        db = store.open_store()
+        with db.session() as session:
+            report.write_html_report(session, store.find_experiment(session, "demo"), out)
+        db.close()
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    found = {}
+    for name, url in (("experiment", server + "/experiments/demo"),
+                      ("trial", server + "/trial?experiment=demo&key=base-s0"),
+                      ("compare", server + "/compare?a=demo&b=other"),
+                      ("report", out.as_uri())):
+        page.goto(url)
+        found[name] = _toolbar_clashes(page, f"{name}-{width}")
+    page.close()
+    # legends were there to check (a trial's curves have one line each: no legend)
+    assert all(found[name][0] for name in ("experiment", "compare", "report")), found
+    assert {name: clashes for name, (_, clashes) in found.items() if clashes} == {}
+
+
+def test_a_missing_parameter_is_said_on_the_page(browser, server) -> None:
+    """/trial without key=: the page names the parameter and lists the trials (400)."""
+    page = browser.new_page()
+    response = page.goto(server + "/trial?experiment=demo")
+    assert response.status == 400
+    text = " ".join(page.inner_text("#error").split())
+    assert "query parameter key=" in text and "base-s0, base-s1, base-s2" in text
+    shot(page, "missing-key")
+    page.close()

@@ -23,15 +23,18 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
            "#e377c2", "#7f7f7f", "#bcbd22")
 SEVERITY_COLOR = {"critical": "#7f0000", "error": "#d62728", "warning": "#ff7f0e"}
 LAYOUT = {"template": "plotly_white", "font": {"family": "system-ui, sans-serif", "size": 12},
-          "margin": {"l": 60, "r": 20, "t": 80, "b": 50}, "height": 380,
-          # legend above the plot: below it, it would cover the x-axis title
-          "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1,
-                     "xanchor": "right"}}
+          "margin": {"l": 60, "r": 44, "t": 96, "b": 50}, "height": 380,
+          # Plotly's toolbar, upright in the right margin: across the top it covered the
+          # legend (and, on a narrow page, the title)
+          "modebar": {"orientation": "v"}}
+# The top margin, in bands: the title (at the top left), then the legend (two rows fit
+# before the plot); see `_title` and `legend`.
+TITLE_TOP, LEGEND_TOP = 6, 34
 
 MEAN_OFFSET = 0.12  # per-arm plot: the mean's x left of its arm's tick
 SEED_SPREAD = (0.0, 0.3)  # and its seeds' x range right of the mean
 # small multiples, in pixels: margins (LAYOUT's), then per row a panel and the gap below it
-GRID_TOP, PANEL_HEIGHT, PANEL_GAP = 130, 230, 70
+GRID_TOP, PANEL_HEIGHT, PANEL_GAP = 166, 230, 70
 
 
 def colors(arms: list[str]) -> dict[str, str]:
@@ -39,9 +42,26 @@ def colors(arms: list[str]) -> dict[str, str]:
     return {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(arms)}
 
 
-def _figure(title: str, **layout: Any) -> go.Figure:
+def legend(height: int) -> dict[str, Any]:
+    """The legend of a figure `height` px tall: at the top right, above the plot (below
+    it, it would cover the x-axis title), below the title's band (beside it, a long title
+    runs into it on a narrow page). Its top is pinned in pixels: rows it wraps into grow
+    down, into the margin kept for them, not up into the title."""
+    return {"orientation": "h", "yref": "container", "y": 1 - LEGEND_TOP / height,
+            "yanchor": "top", "x": 1, "xanchor": "right"}
+
+
+def _title(text: str, height: int) -> dict[str, Any]:
+    """The title of a figure `height` px tall, at the top left, above the legend."""
+    return {"text": escape(text), "x": 0, "yref": "container", "y": 1 - TITLE_TOP / height,
+            "yanchor": "top"}
+
+
+def _figure(text: str, **layout: Any) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(**{**LAYOUT, **layout}, title={"text": escape(title), "x": 0})
+    settings = {**LAYOUT, **layout}
+    fig.update_layout(**settings, legend=legend(settings["height"]),
+                      title=_title(text, settings["height"]))
     return fig
 
 
@@ -156,10 +176,11 @@ def curves_grid(curves: dict[str, dict[str, dict[str, Any]]], palette: dict[str,
     if title is None:
         title = (f"{names[0]} over steps" if len(names) == 1 else "over steps") + \
             ": mean over seeds, band = lowest to highest seed"
-    # the legend in the top margin: at y=1 of the plot area it would cover panel titles
-    legend = {**LAYOUT["legend"], "yref": "container", "y": 1, "yanchor": "top"}
-    fig.update_layout(**{**LAYOUT, "height": height, "legend": legend},
-                      title={"text": escape(title), "x": 0})
+    # the legend in the top margin (at y=1 of the plot area it would cover panel titles),
+    # below the toolbar
+    margin = {**LAYOUT["margin"], "t": LAYOUT["margin"]["t"] + 20}  # and the panel titles
+    fig.update_layout(**{**LAYOUT, "height": height, "legend": legend(height),
+                         "margin": margin}, title=_title(title, height))
     shown: set[str] = set()
     for k, (metric, per_arm) in enumerate(curves.items()):
         row, col = divmod(k, columns)
