@@ -272,6 +272,36 @@ class _Renderer:
         return "".join(out)
 
     def evaluations(self) -> str:
+        return self.item_scores() + self.prompts()
+
+    def prompts(self) -> str:
+        """Prompt-format sensitivity, as the terminal report's (report._evals.print_prompts)."""
+        data = self.a.prompts
+        if not data:
+            return ""
+        out = ["<h3>Prompt-format sensitivity</h3>"]
+        if "note" in data:
+            return out[0] + f"<p class='note'>{escape(data['note'])}</p>"
+        arms = data["arms"]
+        head = "".join(f"<th>{escape(a['arm'])}</th>" for a in arms)
+        rows = [f"<tr><td>{escape(name)}</td>" + "".join(
+            f"<td>{interval_text(a['templates'][name])}</td>" for a in arms) + "</tr>"
+            for name in data["templates"]]
+        rows.append("<tr><td>spread (max-min)</td>" + "".join(
+            f"<td>{interval_text({'point': a['spread']['estimate'], **a['spread']})}</td>"
+            for a in arms) + "</tr>")
+        rows.append("<tr><td>p (no template effect)</td>" + "".join(
+            f"<td>{_num(a['spread']['p_value'], '.2g')}</td>" for a in arms) + "</tr>")
+        out.append(f"<table><caption class='muted'>{data['items']} items, paired over "
+                   f"templates: mean [95% CI]</caption><tr><th>template</th>{head}</tr>"
+                   f"{''.join(rows)}</table>")
+        out += [f"<p>template check {escape(c['variant'])} vs {escape(c['control'])}: "
+                f"<b>{escape(c['verdict'].upper())}</b> - {escape(c['reason'])}</p>"
+                for c in data["comparisons"]]
+        out += [f"<p class='warning'>warning: {escape(m)}</p>" for m in data.get("warnings", [])]
+        return "".join(out)
+
+    def item_scores(self) -> str:
         """The eval items no hypothesis judges, as their own metric: the terminal report's
         `evaluations` section (report._evals), never in a hypothesis's table or plot."""
         data = self.a.evaluations
