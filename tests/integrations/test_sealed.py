@@ -8,7 +8,13 @@ import pytest
 
 pytest.importorskip("torch")
 
-from labcoat.torch import seal_directory, verify_directory  # noqa: E402
+from labcoat.torch import (  # noqa: E402
+    file_manifest,
+    seal_directory,
+    seal_file,
+    verify_directory,
+    verify_file,
+)
 
 
 def _checkpoint(path):
@@ -54,3 +60,16 @@ def test_sealing_again_replaces_a_stale_manifest(tmp_path):
     assert verify_directory(path) is not None
     seal_directory(path, step=7)
     assert verify_directory(path) is None
+
+
+def test_a_sealed_file_has_its_manifest_beside_it(tmp_path):
+    file = tmp_path / "epoch=0-step=10.ckpt"
+    file.write_bytes(b"weights" * 100)
+    assert "no epoch=0-step=10.ckpt.labcoat-manifest.json" in verify_file(file)
+    manifest = seal_file(file, step=10)
+    assert file_manifest(file) == tmp_path / "epoch=0-step=10.ckpt.labcoat-manifest.json"
+    assert manifest["files"] == {file.name: {
+        "bytes": 700, "sha256": hashlib.sha256(b"weights" * 100).hexdigest()}}
+    assert verify_file(file) is None
+    file.write_bytes(b"weights" * 99)
+    assert "has 693 bytes, the manifest says 700" in verify_file(file)

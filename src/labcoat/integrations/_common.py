@@ -21,7 +21,15 @@ from labcoat import environment as env
 from labcoat.errors import LabcoatError
 from labcoat.journal import Events
 from labcoat.sdk import Run, init
-from labcoat.torch import Alert, Guard, GuardError, seal_directory, verify_directory, watch
+from labcoat.torch import (
+    Alert,
+    Guard,
+    GuardError,
+    file_manifest,
+    seal_directory,
+    verify_directory,
+    watch,
+)
 
 # Events only the integrations write (data: see where each is written).
 SEED_FOLLOWED = "integration.seed"  # the library's seed was set to the trial's seed
@@ -160,7 +168,7 @@ def journal_resume(run: Run, resume: Resume, directory: Path, source: str) -> No
     for bad in resume.skipped:
         run.event(Events.CHECKPOINT_CORRUPT, f"skipping {source} checkpoint {bad['path']}: "
                   f"{bad['reason']}", level="warning", **bad)
-        shutil.rmtree(bad["path"], ignore_errors=True)
+        _remove(Path(bad["path"]))
         run.event(Events.CHECKPOINT_DELETED, f"deleted checkpoint {bad['path']} (unverified)",
                   level="debug", step=bad["step"], path=bad["path"], reason="unverified")
     if resume.path is None:
@@ -173,6 +181,15 @@ def journal_resume(run: Run, resume: Resume, directory: Path, source: str) -> No
     run.event(Events.CHECKPOINT_RESTORED, f"resuming from {source} checkpoint of step "
               f"{resume.step} ({resume.path})", step=resume.step, path=str(resume.path),
               fallback_reason=fallback, skipped=resume.skipped, source=source)
+
+
+def _remove(path: Path) -> None:
+    """Remove an unverified checkpoint: a directory, or a file and its seal."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+        file_manifest(path).unlink(missing_ok=True)
 
 
 # --- per-item eval results ---------------------------------------------------------------------

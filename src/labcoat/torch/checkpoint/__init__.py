@@ -18,7 +18,13 @@ from labcoat.torch.checkpoint._errors import CheckpointError
 from labcoat.torch.checkpoint._interval import Policy, young_daly_interval
 from labcoat.torch.checkpoint._probes import ProbeContext
 from labcoat.torch.checkpoint._replay import ReplayFinished
-from labcoat.torch.checkpoint._sealed import seal_directory, verify_directory
+from labcoat.torch.checkpoint._sealed import (
+    file_manifest,
+    seal_directory,
+    seal_file,
+    verify_directory,
+    verify_file,
+)
 
 __all__ = [
     "CheckpointConfig",
@@ -27,8 +33,11 @@ __all__ = [
     "Policy",
     "ProbeContext",
     "ReplayFinished",
+    "file_manifest",
     "load_checkpoint",
     "seal_directory",
+    "seal_file",
     "verify_directory",
+    "verify_file",
     "young_daly_interval",
 ]
