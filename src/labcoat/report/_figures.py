@@ -78,7 +78,8 @@ def forest_plot(c: Comparison, result: HypothesisResult) -> go.Figure:
     labels = [escape(r[0]) for r in rows]
     fig = _figure(f"{c.variant} - {c.control}: difference per task (adjusted CIs)",
                   height=max(260, 34 * (len(rows) + 1) + 120))
-    for index, name, color in ((1, "seeds (Welch, training noise)", PALETTE[0]),
+    test = {"welch": "Welch", "paired-t": "paired t"}.get(getattr(c.seeds, "method", ""), "OLS")
+    for index, name, color in ((1, f"seeds ({test}, training noise)", PALETTE[0]),
                                (2, "items (paired, eval noise only)", PALETTE[4])):
         kept = [(label, r[index]) for label, r in zip(labels, rows, strict=True)
                 if r[index] is not None and math.isfinite(r[index].estimate)]

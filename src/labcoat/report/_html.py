@@ -356,8 +356,10 @@ class _Renderer:
             f"<tr><td>{label}</td><td>{_diff_estimate(s, i)}</td>{_ci_cells(s)}"
             + (_ci_cells(i) if result.tasks else "") + "</tr>" for label, s, i in rows)
         items_head = "<th>items: paired CI</th><th>p</th>" if result.tasks else ""
-        out = [title, "<table><caption class='muted'>per-task CIs and p are Holm-adjusted over "
-               "the tasks; seed CIs include training noise, paired item CIs eval noise only"
+        caption = ("per-task CIs and p are Holm-adjusted over the tasks; seed CIs include "
+                   "training noise, paired item CIs eval noise only" if result.tasks
+                   else "seed CIs include training noise")
+        out = [title, f"<table><caption class='muted'>{caption}"
                f"</caption><tr><th>task</th><th>diff</th><th>seeds: CI</th><th>p</th>"
                f"{items_head}</tr>{body}</table>"]
         if c.improvement is not None:
