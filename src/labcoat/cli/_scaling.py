@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -152,7 +153,7 @@ def read_columns(path: Path, columns: dict[str, str]) -> dict[str, list[float]]:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             sample = handle.read(4096)
             handle.seek(0)
-            delimiter = "\t" if "\t" in sample.splitlines()[0] else "," if sample else ","
+            delimiter = _delimiter(sample)
             reader = csv.DictReader(handle, delimiter=delimiter)
             header = reader.fieldnames
             if not header:
@@ -181,6 +182,17 @@ def read_columns(path: Path, columns: dict[str, str]) -> dict[str, list[float]]:
     return out
 
 
+def _delimiter(sample: str) -> str:
+    """The header row's separator: ',' unless the header has none and uses ';', a tab or
+    '|' instead (a spreadsheet saved as CSV where the decimal mark is a comma writes ';').
+    Only the header is sniffed: decimal commas in the rows would look like separators."""
+    header = sample.splitlines()[0] if sample.strip() else ""
+    try:
+        return csv.Sniffer().sniff(header, delimiters=",;\t|").delimiter
+    except csv.Error:  # one column, or nothing to go by
+        return ","
+
+
 def _positive(path: Path, line: int, column: str, raw: str | None) -> float:
     text = (raw or "").strip()
     if not text:
@@ -189,8 +201,10 @@ def _positive(path: Path, line: int, column: str, raw: str | None) -> float:
     try:
         value = float(text)
     except ValueError:
+        comma = re.fullmatch(r"[-+]?\d+,\d*(?:[eE][-+]?\d+)?", text)
+        hint = f" (a decimal comma? write {text.replace(',', '.')})" if comma else ""
         raise LabcoatError(f"{path} line {line}: column {column!r} has {text!r}, which is not "
-                           "a number; fix it or remove the row") from None
+                           f"a number{hint}; fix it or remove the row") from None
     if not math.isfinite(value) or value <= 0:
         raise LabcoatError(f"{path} line {line}: column {column!r} has {text}, but scaling laws "
                            "are fitted in log space, so every value must be a finite number "

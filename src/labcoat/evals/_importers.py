@@ -165,10 +165,21 @@ Rows = list[tuple[str, dict[str, Any]]]  # (where: "file:line" or "file[entry]",
 
 
 def _csv_rows(text: str, path: Path, header: str = "item,score") -> Rows:
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(text), delimiter=_delimiter(text))
     if not reader.fieldnames:
         raise LabcoatError(f"{path}: empty CSV; expected a header such as {header}")
     return [(f"{path}:{i + 2}", row) for i, row in enumerate(reader)]
+
+
+def _delimiter(text: str) -> str:
+    """The header row's separator: ',' unless it has none and uses ';', a tab or '|' (a
+    spreadsheet where the decimal mark is a comma saves CSV with ';'). Only the header is
+    sniffed: decimal commas in the rows would look like separators."""
+    header = text.lstrip("\ufeff").split("\n", 1)[0]
+    try:
+        return csv.Sniffer().sniff(header, delimiters=",;\t|").delimiter
+    except csv.Error:  # one column, or nothing to go by
+        return ","
 
 
 def _jsonl_rows(text: str, path: Path, example: str = '{"item": "q1", "score": 1}') -> Rows:
