@@ -16,6 +16,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from labcoat.errors import LabcoatError
+
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
@@ -36,14 +38,100 @@ def store_session() -> Iterator[Session]:
     from labcoat import environment, store
     from labcoat.runner import ingest_adhoc_runs
 
-    db = store.open_store(create=(environment.home() / "adhoc").is_dir())
+    locked = read_only_file()
+    if locked is not None:
+        db = open_read_only(locked)
+    else:
+        db = store.open_store(create=(environment.home() / "adhoc").is_dir())
     try:
-        for name in ingest_adhoc_runs(db):
-            Console(stderr=True).print(f"[dim]recorded ad-hoc run {escape(name)}[/]")
+        if locked is not None:
+            _note_unrecorded(db, locked)
+        else:
+            for name in ingest_adhoc_runs(db):
+                Console(stderr=True).print(f"[dim]recorded ad-hoc run {escape(name)}[/]")
         with db.session() as s:
             yield s
     finally:
         db.close()
+
+
+def read_only_file() -> Path | None:
+    """The SQLite store's file when this process may read but not write it (the file, or
+    its directory, where SQLite keeps its journal); None otherwise. Read verbs then open it
+    read-only instead of refusing it as "not writable"."""
+    from sqlalchemy.engine import make_url
+
+    from labcoat import environment
+
+    try:
+        url = make_url(environment.database_url())
+    except Exception:  # store.open_store says what is wrong with the URL
+        return None
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    path = Path(url.database)
+    if not path.is_file() or not os.access(path, os.R_OK):
+        return None
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+    return None if writable else path
+
+
+def open_read_only(path: Path) -> Any:
+    """The store at `path`, opened read-only (SQLite `mode=ro`; `immutable=1` where a
+    WAL store's shared-memory file cannot be created beside it). Nothing is written: no
+    migration, no WAL switch, no ad-hoc runs recorded."""
+    import sqlite3
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import DatabaseError
+
+    from labcoat import store
+
+    uri = path.resolve().as_uri()
+
+    def connect() -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        except sqlite3.OperationalError:  # e.g. no -shm file and no right to create one
+            db = sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
+        db.execute("PRAGMA query_only = 1")
+        return db
+
+    engine = create_engine(f"sqlite:///{path}", creator=connect)
+    try:
+        store.migrate(engine)  # a no-op on a current store; an old one would need a write
+    except (DatabaseError, OSError) as e:
+        engine.dispose()
+        reason = getattr(e, "orig", None) or e
+        raise LabcoatError(
+            f"the store {path} is read-only for you and cannot be read as it is ({reason}): "
+            "it may be from an older labcoat that needs a schema upgrade. Open it once with "
+            "write access, or copy it somewhere writable and point LABCOAT_DB at the copy"
+        ) from None
+    return store.Store(engine)
+
+
+def _note_unrecorded(db: Any, path: Path) -> None:
+    """One line when ad-hoc runs wait to be recorded: a read-only store cannot take them."""
+    from sqlalchemy import select
+
+    from labcoat import environment, store
+    from labcoat.journal import JOURNAL_NAME
+
+    root = environment.home() / "adhoc"
+    runs = [str(j.parent) for j in root.glob(f"*/*/*/{JOURNAL_NAME}")] if root.is_dir() else []
+    if not runs:
+        return
+    with db.session() as session:
+        known = set(session.scalars(select(store.Attempt.run_dir).where(
+            store.Attempt.run_dir.in_(runs))))
+    waiting = len(set(runs) - known)
+    if waiting:
+        Console(stderr=True).print(
+            f"[dim]note: {waiting} ad-hoc run(s) in {escape(str(root))} not recorded: the store "
+            f"{escape(str(path))} is read-only (a reader with write access records them)[/]",
+            soft_wrap=True, highlight=False)
 
 
 def store_location() -> str:
