@@ -105,6 +105,14 @@ def test_the_sdk_accepts_the_names_a_design_accepts():
         ("run.log(1, loss=None)", "metric 'loss' at step 1 is None (NoneType); log numbers only"),
         ("run.log(1, loss='0.5')", "is '0.5' (str); log numbers only"),
         ("run.event('note', data=object())", "cannot journal this event record: <object"),
+        ("run.log_items(1, 'qa', 'abc', [1, 1, 1])",
+         "ValueError: run.log_items: item_ids of task 'qa' must be a list (or array) with one "
+         "entry per item, got 'abc' (str)"),
+        ("import numpy; run.log(2, loss=numpy.array([1.0, 2.0]))",
+         "ValueError: run.log: metric 'loss' at step 2 is an array of shape (2,), not one "
+         "number; log its mean (or one metric per element)"),
+        ("labcoat.init(params='lr=0.1')", "params must be a dict of the run's settings, got "
+         "'lr=0.1' (str)"),
         ("labcoat.init(total_steps=-5)", "total_steps=-5 must be a positive integer"),
         ("labcoat.init(seed='7')", "seed='7' must be an integer"),
     ],
@@ -193,3 +201,43 @@ def test_init_arguments_equal_to_the_runners_say_nothing(home, tmp_path, monkeyp
     run = labcoat.init(experiment="exp", arm="a", seed=1, params={"lr": np.float32(0.1)})
     run.finish()
     assert [r["kind"] for _, r in read_journal(journal).records] == ["start", "finish"]
+
+
+SWEEP = """
+import labcoat
+for lr in (0.1, 0.2):
+    with labcoat.init(experiment="sweep", seed=0, params={"lr": lr}) as run:
+        run.log(0, loss=lr)
+"""
+
+
+def test_a_run_that_becomes_the_next_attempt_of_an_earlier_one_says_so(home, tmp_path):
+    first = _run(tmp_path, SWEEP)
+    assert first.returncode == 0, first.stderr
+    warnings = [x for x in first.stderr.splitlines() if "warning" in x]
+    assert len(warnings) == 1  # the second init of the same trial, not the first
+    assert warnings[0].startswith("labcoat: warning: ad-hoc trial main-s0 of sweep was run "
+                                  "before (1 run(s) under ")
+    assert "its values replace theirs in the store at every step it logs" in warnings[0]
+    assert "give this run another seed or arm" in warnings[0]
+    shown = json.loads(cli("show", "sweep", "--json", check=True).stdout)
+    assert [t["attempts"] for t in shown["trials"]] == [2]
+    # running the script again: each of its runs is told
+    again = _run(tmp_path, SWEEP)
+    assert again.stderr.count("was run before (2 run(s)") == 1
+    assert again.stderr.count("was run before (3 run(s)") == 1
+
+
+def test_runs_with_their_own_arm_or_no_seed_are_separate_trials_and_quiet(home, tmp_path):
+    done = _run(tmp_path, """
+        import labcoat
+        for lr in (0.1, 0.2):
+            with labcoat.init(experiment="sweep", arm=f"lr-{lr}", seed=0) as run:
+                run.log(0, loss=lr)
+        for _ in range(2):  # two seedless runs in the same second: two trials
+            with labcoat.init(experiment="sweep") as run:
+                run.log(0, loss=1.0)
+    """)
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    shown = json.loads(cli("show", "sweep", "--json", check=True).stdout)
+    assert sorted(t["attempts"] for t in shown["trials"]) == [1, 1, 1, 1]

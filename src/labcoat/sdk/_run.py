@@ -15,6 +15,7 @@ SDK says where, and the next read command (``labcoat status``, ``report``,
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import math
 import numbers
@@ -25,7 +26,7 @@ import sys
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,8 +163,8 @@ class Run:
             raise ValueError(f"run.log_items: variant must be a string of at most {TEXT_MAX} "
                              f"characters, got {variant!r:.60}")
         ids = [_text(str(i), f"run.log_items: an item id of task {task!r}")
-               for i in _as_list(item_ids)]
-        raw_scores = _as_list(scores)
+               for i in _as_list(item_ids, f"run.log_items: item_ids of task {task!r}")]
+        raw_scores = _as_list(scores, f"run.log_items: scores of task {task!r}")
         if len(ids) != len(raw_scores):
             raise ValueError(
                 f"run.log_items: task {task!r} has {len(ids)} item ids but "
@@ -326,7 +327,10 @@ def init(
         _say_overridden(run, {"experiment": experiment, "arm": arm, "seed": seed}, params)
         return run
     _check_identity(experiment, arm, seed)
-    return _adhoc_run(experiment, arm, seed, params or {}, total_steps)
+    if params is not None and not isinstance(params, Mapping):
+        raise ValueError(f"labcoat.init: params must be a dict of the run's settings, got "
+                         f"{params!r:.60} ({type(params).__name__}), e.g. params={{'lr': 0.1}}")
+    return _adhoc_run(experiment, arm, seed, dict(params or {}), total_steps)
 
 
 def _check_init(total_steps: Any, heartbeat_timeout: Any) -> None:
@@ -422,9 +426,14 @@ def _adhoc_run(
     # The ranks of one torchrun group share a directory named for its run id (their
     # clocks and pids differ); rank 0's journal alone becomes the ad-hoc trial.
     group = os.environ.get("TORCHELASTIC_RUN_ID") if world > 1 else None
-    run_id = f"torchrun-{group}" if group else f"{stamp}-{os.getpid()}"
+    # A process's second run gets its own id (one second can start two; they used to
+    # share a journal).
+    n = next(_RUN_NUMBERS)
+    run_id = f"torchrun-{group}" if group else f"{stamp}-{os.getpid()}{f'-{n}' if n else ''}"
     trial = f"{arm or 'main'}-s{seed}" if seed is not None else f"run-{run_id}"
     journal = env.home() / "adhoc" / experiment / trial / run_id / JOURNAL_NAME
+    if rank == 0:
+        _say_if_rerun(journal.parent)
     try:
         run = Run(
             journal=rank_journal(journal, rank) if group else journal,
@@ -448,14 +457,39 @@ def _adhoc_run(
     return run
 
 
+_RUN_NUMBERS = itertools.count()
+
+
+def _say_if_rerun(run_dir: Path) -> None:
+    """An ad-hoc trial (same experiment, arm and seed) run again becomes its next attempt,
+    whose values replace the earlier runs' at the steps it logs: say so before it starts."""
+    try:
+        earlier = [d for d in run_dir.parent.iterdir() if d.name != run_dir.name]
+    except OSError:  # not there yet: the first run of this trial
+        return
+    if earlier:
+        experiment, trial = run_dir.parent.parent.name, run_dir.parent.name
+        print(f"labcoat: warning: ad-hoc trial {trial} of {experiment} was run before "
+              f"({len(earlier)} run(s) under {run_dir.parent}); this run becomes its next "
+              "attempt: its values replace theirs in the store at every step it logs "
+              "(steps it does not reach keep theirs; their journals stay). To keep both, "
+              "give this run another seed or arm, e.g. labcoat.init(arm='lr-0.1', ...)",
+              file=sys.stderr, flush=True)
+
+
 def _finish_at_exit(run: Run) -> None:
     # sys.last_value is set when an uncaught exception ended the script.
     run.finish("failed" if getattr(sys, "last_value", None) is not None else "done")
 
 
-def _as_list(values: Any) -> list[Any]:
+def _as_list(values: Any, where: str) -> list[Any]:
+    """A sequence of values as a list; a string or a scalar is a ValueError naming `where`
+    (list("abc") would silently make three items)."""
     if hasattr(values, "tolist"):  # numpy arrays and torch tensors, without importing either
         values = values.tolist()
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise ValueError(f"{where} must be a list (or array) with one entry per item, got "
+                         f"{values!r:.60} ({type(values).__name__})")
     return list(values)
 
 
@@ -464,7 +498,12 @@ def _number(value: Any, where: str) -> float:
     if isinstance(value, bool | str | bytes) or value is None:
         raise ValueError(f"{where} is {value!r} ({type(value).__name__}); log numbers only")
     if hasattr(value, "item") and not isinstance(value, numbers.Number):
-        value = value.item()  # 0-d tensors and numpy scalars
+        try:
+            value = value.item()  # 0-d tensors and numpy scalars
+        except (ValueError, RuntimeError):  # more than one element
+            shape = tuple(getattr(value, "shape", ()))
+            raise ValueError(f"{where} is an array of shape {shape}, not one number; log "
+                             "its mean (or one metric per element)") from None
     try:
         number = float(value)
     except OverflowError:
