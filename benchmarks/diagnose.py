@@ -33,12 +33,11 @@ twice each at different ranks and steps, diagnosed from the captured stdout/stde
 against two clean runs with the runner's cause string (exit code and last stderr line).
 
     .venv/bin/python benchmarks/diagnose.py [--scenarios 50] [--seed-base 1000] [--real]
-        [--loghub DIR] [--out DIR]
+        [--loghub DIR] [--out DIR] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import json
@@ -54,6 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 
+import _harness as bench  # noqa: E402
 import loghub_like  # noqa: E402
 import training_logs  # noqa: E402
 from loghub import grouping_accuracy  # noqa: E402
@@ -89,7 +89,8 @@ def load_loghub(structured: Path) -> tuple[list[str], list[str], list[str] | Non
     return [r["Content"] for r in rows], [r["EventId"] for r in rows], raw
 
 
-def templates_part(out: Path, loghub: Path | None) -> dict:
+def templates_part(out: Path, loghub: Path | None, sim_ths: tuple[float, ...] = SIM_THS,
+                   depths: tuple[int, ...] = DEPTHS) -> dict:
     tuning, held_out = out / "seed0", out / "seed1"
     loghub_like.write(tuning, seed=0)
     loghub_like.write(held_out, seed=1)
@@ -108,12 +109,12 @@ def templates_part(out: Path, loghub: Path | None) -> dict:
     print("== Part 1: template grouping accuracy (Zhu et al. 2019), generated Loghub layout ==")
     print(f"Drain grid on seed-0 data: mean grouping accuracy over {len(names)} sources, "
           "content | raw line")
-    print("depth " + "".join(f"  sim_th={t:<11}" for t in SIM_THS))
+    print("depth " + "".join(f"  sim_th={t:<11}" for t in sim_ths))
     grid: dict[tuple[float, int], float] = {}
     started = time.perf_counter()
-    for depth in DEPTHS:
+    for depth in depths:
         cells = []
-        for th in SIM_THS:
+        for th in sim_ths:
             scores = score(tune, TemplateConfig(method="drain", sim_th=th, depth=depth))
             content = statistics.mean(c for c, _ in scores.values())
             raw = statistics.mean(r for _, r in scores.values())
@@ -529,7 +530,7 @@ def _journal(path: Path) -> tuple[list[RunEvent], list[MetricPoint], int | None]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--scenarios", type=int, default=50,
                         help="designs per failure type in part 2")
     parser.add_argument("--seed-base", type=int, default=1000)
@@ -537,17 +538,19 @@ def main() -> None:
                         help="also run parts 3 and 4 (torch, torchrun; ~5 min)")
     parser.add_argument("--loghub", type=Path, help="directory with real Loghub 2k files")
     parser.add_argument("--out", type=Path, help="keep generated files here (default: temp)")
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), scenarios=2)
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         started = time.perf_counter()
-        templates_part(out / "loghub_like", args.loghub)
+        grid = ((DEFAULT_SIM_TH,), (DEFAULT_DEPTH,)) if args.quick else (SIM_THS, DEPTHS)
+        templates_part(out / "loghub_like", args.loghub, *grid)
         diagnosis_part(args.scenarios, args.seed_base)
         single_rank_part(args.scenarios, args.seed_base)
         if args.real:
             real_part(out / "real")
             real_ranks_part(out / "real_ranks")
         print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    bench.save(args, {"seconds": time.perf_counter() - started, "scenarios": args.scenarios})
 
 
 if __name__ == "__main__":

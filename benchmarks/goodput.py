@@ -46,7 +46,9 @@ stalls training long enough for the interval to matter; ``--saves async`` is
 the CLI's own mode.
 
     .venv/bin/python benchmarks/goodput.py [--seeds 0,1] [--mtbf 20] [--steps 1500] [--width 256]
-        [--depth 4] [--batch-size 8] [--saves sync|async] [--parallel 2] [--dir DIR]
+        [--depth 4] [--batch-size 8] [--saves sync|async] [--parallel 2] [--dir DIR] [--quick]
+
+--quick: the Young-Daly policy only, on a tiny model for 100 steps (a smoke run).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _harness as bench
 import numpy as np
 
 from labcoat.sdk import read_journal
@@ -398,8 +401,7 @@ def child_main(argv: list[str]) -> int:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = bench.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--seeds", default="0", help="failure-schedule seeds, comma-separated")
     parser.add_argument("--mtbf", type=float, default=20.0, help="mean time between failures, s")
     parser.add_argument("--policies", default=",".join(POLICIES),
@@ -422,7 +424,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--dir", type=Path, default=None,
                         help="keep the runs' journals and checkpoints in DIR/goodput-<time> "
                              "(default: a temporary directory, removed)")
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), policies="yd", steps=100, calibration_steps=160,
+                        width=32, depth=1, heads=2, eval_items=2, mtbf=30.0)
     args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
     args.policy_list = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = sorted(set(args.policy_list) - set(POLICIES))
@@ -523,6 +526,9 @@ def main() -> None:
             print(f"{p:>9}: ratio mean {statistics.fmean(ratios):.3f} (range {min(ratios):.3f}-"
                   f"{max(ratios):.3f}), predicted mean "
                   f"{statistics.fmean(predicted[(p, s)] for s in args.seed_list):.3f}")
+    bench.save(args, {f"{name}/{seed}": {"ratio": b.ratio, "predicted": predicted[(name, seed)],
+                                         "wall_s": b.wall, "kills": b.kills}
+                      for (name, seed), b in results.items()})
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == CHILD_FLAG:

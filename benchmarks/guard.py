@@ -1,7 +1,8 @@
 """The silent-error guard on tinylm: detection per fault class, latency, false alarms, overhead.
 
     .venv/bin/python benchmarks/guard.py                 # 10 clean seeds, 3 seeds per fault
-    .venv/bin/python benchmarks/guard.py --quick         # a smoke run (fewer seeds and steps)
+    .venv/bin/python benchmarks/guard.py --short         # 2 clean seeds, 1 per fault
+    .venv/bin/python benchmarks/guard.py --quick         # a smoke run: 2 faults, 60 steps
 
 Every run is a real tinylm training run (the default model, dropout 0.1 so
 that mode bugs matter, ``--steps`` steps) watched by the guard exactly as
@@ -39,6 +40,8 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
+import _harness as bench
+
 EVAL_FAULTS = ("dropout_in_eval", "eval_mode_stuck")
 
 
@@ -74,7 +77,16 @@ def detection(args: argparse.Namespace) -> None:
     jobs = [{"fault": None, "seed": s, "k": 0, "options": base, "label": "clean",
              "config": {**config, "seed": s}} for s in range(args.seeds)]
     names = [] if args.held_out_only else list(FAULTS)
-    for name in [*names, *HELD_OUT_FAULTS]:
+    held_out = list(HELD_OUT_FAULTS)
+    if args.faults:
+        chosen = args.faults.split(",")
+        unknown = sorted(set(chosen) - set(FAULTS) - set(HELD_OUT_FAULTS))
+        if unknown:
+            raise SystemExit(f"--faults: no fault {', '.join(unknown)}; choose from "
+                             f"{', '.join([*FAULTS, *HELD_OUT_FAULTS])}")
+        names = [n for n in names if n in chosen]
+        held_out = [n for n in held_out if n in chosen]
+    for name in [*names, *held_out]:
         for s in range(args.fault_seeds):
             k = rng.randint(args.onset_min, args.onset_max)
             jobs.append({"fault": name, "seed": 100 + s, "k": k, "options": base, "label": name,
@@ -203,7 +215,7 @@ def overhead(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--seeds", type=int, default=10, help="clean seeds (false alarms)")
     parser.add_argument("--fault-seeds", type=int, default=3, help="seeds per fault class")
     parser.add_argument("--steps", type=int, default=400, help="steps per detection run")
@@ -217,15 +229,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="the guard's grad_norm_every (default: the guard's default)")
     parser.add_argument("--held-out-only", action="store_true",
                         help="detection: only the held-out faults (and the clean seeds)")
+    parser.add_argument("--faults", default=None,
+                        help="only these fault classes, comma-separated (default: all)")
     parser.add_argument("--skip", choices=("detection", "overhead"), action="append", default=[])
-    parser.add_argument("--quick", action="store_true", help="2 clean seeds, 1 per fault")
-    args = parser.parse_args(argv)
-    if args.quick:
+    parser.add_argument("--short", action="store_true", help="2 clean seeds, 1 per fault "
+                        "(what this script's --quick was before the harness)")
+    args = bench.shrink(parser.parse_args(argv), seeds=1, fault_seeds=1, steps=60, onset_min=20,
+                        onset_max=30, overhead_steps=40, faults="no_zero_grad,zero_grad_late")
+    if args.short:
         args.seeds, args.fault_seeds, args.overhead_steps = 2, 1, 300
     if "detection" not in args.skip:
         detection(args)
     if "overhead" not in args.skip:
         overhead(args)
+    bench.save(args, {"seeds": args.seeds, "fault_seeds": args.fault_seeds, "steps": args.steps})
     return 0
 
 
