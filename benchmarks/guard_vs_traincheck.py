@@ -1,7 +1,8 @@
 """Guard overhead side by side with TrainCheck: per-step slowdown on the same small loops.
 
     .venv/bin/python benchmarks/guard_vs_traincheck.py                  # all loops, 5 rounds
-    .venv/bin/python benchmarks/guard_vs_traincheck.py --loops mlp --rounds 2   # a smoke run
+    .venv/bin/python benchmarks/guard_vs_traincheck.py --loops mlp --rounds 2   # a short run
+    .venv/bin/python benchmarks/guard_vs_traincheck.py --quick   # seconds; no TrainCheck needed
 
 TrainCheck (OrderLab, PyPI ``traincheck``) lives in its own virtual
 environment (``--tc-venv``, default ``/tmp/tc-venv``; see benchmarks/README.md
@@ -59,6 +60,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Any
+
+import _harness as bench
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPS = ("mlp", "cnn", "tinylm", "ddp")
@@ -302,7 +305,7 @@ def _mmm(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--loops", default=",".join(LOOPS))
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--rounds", type=int, default=5)
@@ -319,15 +322,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nice", action="store_true", help="run every arm under nice")
     parser.add_argument("--check", action="store_true",
                         help="run traincheck-check on round 0's traces afterwards (not timed)")
-    args = parser.parse_args(argv)
+    args = bench.shrink(parser.parse_args(argv), loops="mlp", arms="labcoat_ab", rounds=1,
+                        steps=30, warm=5, ref_steps=10, work="/tmp/gvt-quick")
     loops = args.loops.split(",")
     args.arms = args.arms.split(",")
     unknown = sorted(set(loops) - set(LOOPS)) + sorted(set(args.arms) - set(ARMS))
     if unknown:
         parser.error(f"unknown loop/arm {', '.join(unknown)}; loops: {', '.join(LOOPS)}; "
                      f"arms: {', '.join(ARMS)}")
-    if any(a.startswith("t") for a in args.arms) and not (Path(args.tc_venv) / "bin" /
-                                                          "traincheck-collect").exists():
+    no_tc = not (Path(args.tc_venv) / "bin" / "traincheck-collect").exists()
+    if args.quick and no_tc:  # a smoke run of labcoat's arms
+        print(f"TrainCheck is not installed in {args.tc_venv}: its arms are skipped")
+        args.arms = [a for a in args.arms if not a.startswith("t")]
+    if any(a.startswith("t") for a in args.arms) and no_tc:
         raise SystemExit(f"no traincheck-collect in {args.tc_venv}: install TrainCheck there "
                          "(benchmarks/README.md) or pass --arms plain,labcoat,labcoat_ab")
     started = time.strftime("%Y-%m-%d %H:%M")
@@ -409,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
             tail = [ln for ln in (work / "check.log").read_text().splitlines()
                     if ln.startswith("Total")]
             print(f"  {loop}: traincheck-check {took:.0f} s; {'; '.join(tail)}")
+    bench.save(args, {f"{loop}/{arm}": [x["times"] for x in runs]
+                      for (loop, arm), runs in results.items()})
     return 0
 
 

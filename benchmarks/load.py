@@ -19,6 +19,7 @@ made them. Baselines measured in the same run: write throughput of one runner al
 Run (small, ~1 minute each):
   .venv/bin/python benchmarks/load.py --backend postgresql   # 8 runners + 4 readers
   .venv/bin/python benchmarks/load.py --backend sqlite       # 1 runner + 8 readers
+  .venv/bin/python benchmarks/load.py --quick                # seconds: SQLite, 1 + 1
 PostgreSQL URL: --url, else LABCOAT_TEST_PG_URL, else the one `.ci/postgres` sets up; the
 benchmark works in a fresh schema it drops afterwards.
 """
@@ -36,6 +37,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+import _harness as bench
 
 DEFAULT_PG = "postgresql+psycopg://labcoat:labcoat@127.0.0.1:5432/labcoat_test"
 METRICS = ("loss", "lr", "grad_norm", "tokens_per_s")
@@ -277,7 +280,7 @@ def fresh_pg_schema(base: str) -> tuple[str, callable]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--backend", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--url", default=None, help="PostgreSQL URL (a schema is created in it)")
     parser.add_argument("--runners", type=int, default=None,
@@ -293,7 +296,8 @@ def main() -> None:
     parser.add_argument("--idle-read-seconds", type=float, default=5.0)
     parser.add_argument("--think", type=float, default=0.0,
                         help="seconds a reader waits between queries (0: read flat out)")
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), backend="sqlite", runners=1, readers=1, trials=1,
+                        steps=20, idle_read_seconds=0.5)
     pg = args.backend == "postgresql"
     runners = args.runners or (8 if pg else 1)
     readers = args.readers if args.readers is not None else (4 if pg else 8)
@@ -345,6 +349,8 @@ def report(url: str, home: str, args: argparse.Namespace, runners: int, readers:
           f"{errors} reader errors")
     if stored != expected or wrong or errors:
         raise SystemExit("FAILED: the store lost, added or changed points, or a reader broke")
+    bench.save(args, {"backend": args.backend, "solo_points_per_s": solo_rate,
+                      "load_points_per_s": rate, "stored": stored, "expected": expected})
 
 
 if __name__ == "__main__":

@@ -21,20 +21,22 @@ is right iff its template text equals the true one once every placeholder is
 setting) over 2-8, and a leave-one-system-out choice of it: for each system, the
 value best on the other 12, scored on that one.
 
-    .venv/bin/python benchmarks/loghub.py [--data DIR] [--json FILE]
+    .venv/bin/python benchmarks/loghub.py [--data DIR] [--json FILE] [--quick]
+
+--quick: two systems, one round (skipped cleanly when the files are absent).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
-import json
 import re
 import statistics
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+
+import _harness as bench
 
 from labcoat.diagnose import (
     TemplateConfig,
@@ -131,13 +133,17 @@ def drain3(lines: list[str], regexes: list[str], sim_th: float, depth: int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench.parser(__doc__)  # --json FILE: every figure
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
     files = {p.name.split("_2k")[0]: p for p in sorted(args.data.glob("*_2k.log_structured.csv"))}
     if not files:
-        sys.exit(f"no *_2k.log_structured.csv under {args.data}: pass --data DIR")
+        message = f"no *_2k.log_structured.csv under {args.data}: pass --data DIR"
+        if args.quick:
+            bench.skip(message, args)
+        sys.exit(message)
+    if args.quick:
+        files = dict(list(files.items())[:2])
     data = {name: load(path) for name, path in files.items()}
 
     parsers = {
@@ -148,7 +154,8 @@ def main() -> None:
     }
     results: dict[str, dict[str, tuple[float, float]]] = {}
     seconds: dict[str, list[float]] = defaultdict(list)
-    for _ in range(3):  # interleaved rounds, masking caches cleared: the median run counts
+    # interleaved rounds, masking caches cleared: the median run counts
+    for _ in range(1 if args.quick else 3):
         for label, run in parsers.items():
             _masking._mask.cache_clear()
             _masking._mask_token.cache_clear()
@@ -199,9 +206,8 @@ def main() -> None:
     print("leave one system out (vary_at chosen on the other 12): "
           + ", ".join(f"{n} {k}:{g:.3f}" for n, (k, g) in held_out.items())
           + f"; mean {statistics.mean(g for _, g in held_out.values()):.3f}")
-    if args.json:
-        args.json.write_text(json.dumps({"results": results, "seconds": seconds,
-                                         "vary_at": sweep, "held_out": held_out}, indent=1))
+    bench.save(args, {"results": results, "seconds": seconds, "vary_at": sweep,
+                      "held_out": held_out})
 
 
 if __name__ == "__main__":

@@ -13,12 +13,11 @@ the segment's end (the baseline: what hindsight logging costs without checkpoint
 Process start (importing torch, ~2-3 s here) is the same for both and left out.
 
     .venv/bin/python benchmarks/replay.py [--steps 300] [--width 64] [--budgets 0.07,0.02]
-                                          [--segment 30] [--reps 2]
+                                          [--segment 30] [--reps 2] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _harness as bench
 import torch
 
 from labcoat import environment as env
@@ -49,6 +49,9 @@ class Recorder:
             self.losses[step] = metrics["loss"]
 
     def log_items(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def log_work(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def event(self, event: str, message: str = "", **data: Any) -> None:
@@ -101,13 +104,14 @@ def replay(cfg: Config, directory: Path, start: int, end: int, work: Path
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--budgets", default="0.07,0.02")
     parser.add_argument("--segment", type=int, default=30)
     parser.add_argument("--reps", type=int, default=2)
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), steps=40, width=16, budgets="0.07", segment=10,
+                        reps=1)
     budgets = [float(b) for b in args.budgets.split(",")]
     cfg = Config(width=args.width, steps=args.steps, eval_every=0, eval_items=2, threads=1,
                  seed=0, dropout=0.1)
@@ -153,6 +157,8 @@ def main() -> None:
               f"{end - restore} replayed steps: {same}")
         print(f"rerun from scratch to step {end} (no probes): {t_rerun:.2f} s; "
               f"ratio replay/rerun {t_replay / t_rerun:.3f}")
+    bench.save(args, {"baseline_s": t_base, "replay_s": t_replay, "rerun_s": t_rerun,
+                      "bit_identical": same})
 
 
 if __name__ == "__main__":
