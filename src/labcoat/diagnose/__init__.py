@@ -4,6 +4,7 @@
     diagnose.mine_templates(lines)            # one template id per line (Drain3)
     diagnose.is_noise(lines)                  # one flag per line: banners, progress bars...
     diagnose.collapse_ranks(records)          # the same line from N ranks, once, x N
+    diagnose.printed_steps(events)            # the step each captured line was printed at
     d = diagnose.diagnose(lines, references, end=AttemptEnd(cause="exit 1: ..."))
     d.cause, d.rank, d.step, d.suspects       # why, where, when, and the lines that say so
     diagnose.diagnose_trial(session, trial)   # the same, read from the store
@@ -30,6 +31,7 @@ from labcoat.diagnose._fields import body_of, rank_of
 from labcoat.diagnose._masking import MASKS, mask
 from labcoat.diagnose._noise import is_noise
 from labcoat.diagnose._records import AttemptEnd, LogLine, MetricPoint, RunEvent
+from labcoat.diagnose._steps import printed_steps
 from labcoat.diagnose._templates import TemplateConfig, Templates, mine_templates
 from labcoat.diagnose._traceback import Frame, PythonError, parse_tracebacks, user_frame
 from labcoat.diagnose._trial import attempt_to_diagnose, diagnose_trial
@@ -68,6 +70,7 @@ __all__ = [
     "match_cause",
     "mine_templates",
     "parse_tracebacks",
+    "printed_steps",
     "rank_of",
     "summarize_templates",
     "user_frame",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from labcoat.diagnose._errors import DiagnoseError
 from labcoat.diagnose._fields import rank_of
 from labcoat.diagnose._records import LogLine
+from labcoat.diagnose._steps import printed_steps
 from labcoat.diagnose._templates import TemplateConfig, Templates
 from labcoat.diagnose._trial import _failed
 from labcoat.journal import LEVELS
@@ -140,7 +141,8 @@ def experiment_templates(
     failed = {(t.key, a.number) for t in experiment.trials for a in t.attempts
               if _failed(a.cause)}
     lines, levels, show = [], [], []
-    for event in store.log_lines(session, list(keys)):
+    events = store.log_lines(session, list(keys))
+    for event, step in zip(events, printed_steps(events), strict=True):
         if (event.data or {}).get("noise") and not noise:
             continue
         attempt = attempt_of.get(event.attempt_id)
@@ -149,7 +151,7 @@ def experiment_templates(
         at_rank = event.rank if event.rank is not None else rank_of(event.message)
         lines.append(LogLine(text=event.message, trial=key,
                              attempt=attempt.number if attempt else None, rank=at_rank,
-                             host=event.host, step=event.step, time=event.time,
+                             host=event.host, step=step, time=event.time,
                              stream=event.stream or "stdout"))
         at = event.level if event.level in LEVELS else "info"
         levels.append(at)

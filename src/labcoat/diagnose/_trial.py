@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from labcoat.diagnose._diagnosis import Diagnosis, Reference, diagnose
 from labcoat.diagnose._errors import DiagnoseError
 from labcoat.diagnose._records import AttemptEnd, LogLine, MetricPoint, RunEvent
+from labcoat.diagnose._steps import printed_steps
 from labcoat.diagnose._templates import TemplateConfig
 from labcoat.journal import Events
 
@@ -97,10 +98,10 @@ def _lines(store, session: Session, trial: Trial, attempt: Attempt, *,
     captured = [e for e in store.log_lines(session, [trial.id]) if e.attempt_id == attempt.id]
     if captured:
         return [LogLine(text=e.message, trial=label, attempt=attempt.number, rank=e.rank,
-                        host=e.host, step=e.step, time=e.time,
+                        host=e.host, step=step, time=e.time,
                         stream=getattr(e, "stream", None) or (e.data or {}).get("stream")
                         or "stdout")
-                for e in captured]
+                for e, step in zip(captured, printed_steps(captured), strict=True)]
     return _file_lines(trial, attempt, label)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from labcoat.diagnose import body_of, line_filter
+from labcoat.diagnose import body_of, line_filter, printed_steps
 from labcoat.journal import LEVELS
 from labcoat.store import Event
 
@@ -39,7 +39,8 @@ def select_lines(events: list[Event], trials: dict[int, str], attempts: dict[int
     several ranks printed alike at the same step."""
     floor, pattern = line_filter(level, grep)
     merged: OrderedDict[tuple, LogLine] = OrderedDict()
-    for e in events:
+    steps = printed_steps(events)  # not the capture's (possibly late) step: see there
+    for e, step in zip(events, steps, strict=True):
         is_noise = bool((e.data or {}).get("noise"))
         if (is_noise and not noise) or LEVELS.index(_level(e.level)) < floor:
             continue
@@ -47,11 +48,11 @@ def select_lines(events: list[Event], trials: dict[int, str], attempts: dict[int
             continue
         # "[rank3]: x" from every rank is one line "x" printed by ranks 0..N
         text = body_of(e.message) if e.rank is not None else e.message
-        key = (e.trial_id, e.attempt_id, e.step, e.stream, text)
+        key = (e.trial_id, e.attempt_id, step, e.stream, text)
         line = merged.get(key)
         if line is None:
             merged[key] = LogLine(trials.get(e.trial_id, "?"), attempts.get(e.attempt_id, 0),
-                                  e.stream, e.step, _level(e.level), text,
+                                  e.stream, step, _level(e.level), text,
                                   [e.rank] if e.rank is not None else [], 1, is_noise)
         else:
             line.count += 1
