@@ -7,6 +7,9 @@ own environment (it pins pandas < 3); point RLIABLE_PYTHON at that interpreter:
     /tmp/rliable-venv/bin/pip install rliable 'pandas<3' scipy numpy
     RLIABLE_PYTHON=/tmp/rliable-venv/bin/python .venv/bin/python benchmarks/rliable_parity.py
 
+(RLIABLE_PYTHON defaults to /tmp/rliable-venv/bin/python when that exists; --quick is a
+smoke run on small data, rliable included when present.)
+
 rliable is timed as its README computes the four aggregates: one
 `get_interval_estimates` call with a function returning [median, IQM, mean,
 optimality gap] (--rliable-style readme), or one call per metric (per-metric).
@@ -23,15 +26,14 @@ per-metric: see the option's help for why the README style gets BCa wrong.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import _harness as bench
 import numpy as np
 
 from labcoat.stats._bootstrap import (
@@ -136,7 +138,7 @@ def endpoints(table: dict) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--algorithms", type=int, default=7)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--tasks", type=int, default=26)
@@ -151,7 +153,8 @@ def main() -> None:
              "README); per-metric: one bootstrap per metric. For BCa use per-metric: with a "
              "vector-valued function arch 7.2 centres every metric's jackknife values on "
              "their pooled mean, so each acceleration is about +-1/(6 sqrt(runs))")
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), algorithms=3, runs=5, tasks=5, reps=200,
+                        labcoat_seeds=2, rliable_repeats=1)
 
     scores = synthetic_scores(args.algorithms, args.runs, args.tasks, seed=2021)
     print(f"data: {args.algorithms} algorithms x {args.runs} runs x {args.tasks} tasks, "
@@ -181,12 +184,16 @@ def main() -> None:
     print(f"Monte-Carlo SD of an endpoint ({args.labcoat_seeds} labcoat seeds), in bootstrap "
           "SEs: " + ", ".join(f"{m} {r:.3f}" for m, r in zip(METRICS, pooled, strict=True)))
 
-    python = os.environ.get("RLIABLE_PYTHON")
+    results = {"labcoat_s": labcoat_seconds, "labcoat_per_metric_s": separate_seconds,
+               "mc_sd_in_se": dict(zip(METRICS, pooled, strict=True))}
+    python = bench.peer_python("RLIABLE_PYTHON", "/tmp/rliable-venv/bin/python")
     if not python:
-        print("RLIABLE_PYTHON is not set: skipping rliable. Create its environment with\n"
+        print("no rliable interpreter (RLIABLE_PYTHON, /tmp/rliable-venv): skipping rliable. "
+              "Create its environment with\n"
               "  python3 -m venv /tmp/rliable-venv && /tmp/rliable-venv/bin/pip install "
               "rliable 'pandas<3' scipy numpy\n"
               "and rerun with RLIABLE_PYTHON=/tmp/rliable-venv/bin/python")
+        bench.save(args, results)
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -228,6 +235,7 @@ def main() -> None:
     name, metric = sorted(scores)[worst[0]], METRICS[worst[1]]
     print(f"largest gap: {name} {metric} {'low' if worst[2] == 0 else 'high'}: labcoat "
           f"{ours[worst]:.4f}, rliable {theirs[0][worst]:.4f}")
+    bench.save(args, {**results, "rliable_s": seconds, "max_point_diff": points_diff})
 
 
 def _expected_max_abs_normal(n: int) -> float:

@@ -28,7 +28,8 @@ estimate: the second fit polishes from the first's optimum (grid = that point),
 so only the bootstrap differs. 100 data sets of a cell take 1.5-6 minutes on a
 shared core (400 replicates), so run cells in pieces and merge them:
 
-    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --quick   # 20 data sets, 1 min
+    nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --short   # 20 data sets, 1 min
+    .venv/bin/python benchmarks/scaling_coverage.py --quick             # a smoke run, seconds
     # a cell in pieces of 100 data sets, then the table of all 200:
     nice -n 10 .venv/bin/python benchmarks/scaling_coverage.py --law hoffmann --noise 0.03 \
         --datasets 100 --save h3a.json
@@ -41,11 +42,11 @@ shared core (400 replicates), so run cells in pieces and merge them:
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 import warnings
 
+import _harness as bench
 import numpy as np
 from scipy.special import ndtr
 
@@ -210,7 +211,7 @@ def report(res: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--law", choices=list(LAWS), action="append",
                         help="generating fit (repeatable; default both)")
     parser.add_argument("--noise", type=float, action="append",
@@ -225,8 +226,10 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS),
                         help="comma-separated interval methods (default residual,pairs)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="20 data sets, 200 replicates")
-    args = parser.parse_args()
+    parser.add_argument("--short", action="store_true", help="20 data sets, 200 replicates "
+                        "(what this script's --quick was before the harness)")
+    args = bench.shrink(parser.parse_args(), law=[next(iter(LAWS))], noise=[0.02], datasets=2,
+                        reps=50)
     if args.merge:
         parts = []
         for path in args.merge:
@@ -234,12 +237,13 @@ def main() -> None:
                 parts.append(json.load(handle))
         report(merge(parts))
         return
-    datasets, reps = (20, 200) if args.quick else (args.datasets, args.reps)
+    datasets, reps = (20, 200) if args.short else (args.datasets, args.reps)
     methods = tuple(m for m in args.methods.split(",") if m)
     cells = [(name, sd) for name in args.law or list(LAWS)
              for sd in args.noise or [0.01, 0.02, 0.03]]
     if args.save and len(cells) > 1:
         parser.error("--save takes one cell: give one --law and one --noise")
+    results = {}
     for name, sd in cells:
         res = simulate(name, sd, range(args.first, args.first + datasets), reps, methods,
                        args.seed)
@@ -247,6 +251,8 @@ def main() -> None:
             with open(args.save, "w", encoding="utf-8") as handle:
                 json.dump(res, handle)
         report(res)
+        results[f"{name}/{sd:g}"] = res
+    bench.save(args, results)
 
 
 if __name__ == "__main__":

@@ -22,17 +22,18 @@
    bootstrap replicates and compared with their published estimates.
 
     .venv/bin/python benchmarks/scaling_fit.py              # ~3-5 min on 2 cores
-    .venv/bin/python benchmarks/scaling_fit.py --quick      # fewer baseline starts and seeds
+    .venv/bin/python benchmarks/scaling_fit.py --short      # fewer baseline starts and seeds
+    .venv/bin/python benchmarks/scaling_fit.py --quick      # a smoke run, seconds
     .venv/bin/python benchmarks/scaling_fit.py --epoch-csv svg_extracted_data.csv --only-real
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import time
 import warnings
 
+import _harness as bench
 import numpy as np
 from scipy.optimize import minimize
 
@@ -59,7 +60,8 @@ def chinchilla_design(sizes: int = 16, per_size: int = 15, seed: int = 0
 
 
 def time_grid(N: np.ndarray, D: np.ndarray, loss: np.ndarray, baseline_starts: int,
-              seed: int) -> None:
+              seed: int, boot_reps: int = 4000, every_start: bool = True) -> None:
+    """every_start=False (--quick) leaves out the fit from every grid start (~20 s)."""
     form = forms.CHINCHILLA
     points = forms.grid_points(form, forms.default_grid(form))
     log_n, log_d, log_loss = np.log(N), np.log(D), np.log(loss)
@@ -83,25 +85,27 @@ def time_grid(N: np.ndarray, D: np.ndarray, loss: np.ndarray, baseline_starts: i
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         started = time.perf_counter()
-        every = scaling.fit(N=N, D=D, loss=loss, bootstrap=0, starts=None)
+        every = scaling.fit(N=N, D=D, loss=loss, bootstrap=0, starts=None) if every_start \
+            else None
         t_every = time.perf_counter() - started
         started = time.perf_counter()
         default = scaling.fit(N=N, D=D, loss=loss, bootstrap=0)
         t_default = time.perf_counter() - started
         started = time.perf_counter()
-        boot = scaling.fit(N=N, D=D, loss=loss, bootstrap=4000, seed=0)
+        boot = scaling.fit(N=N, D=D, loss=loss, bootstrap=boot_reps, seed=0)
         t_boot = boot.diagnostics.seconds_bootstrap
     # diagnostics.objective is sum Huber (not divided by delta); the baseline's is / delta.
-    obj = {"every": every.diagnostics.objective / 1e-3,
+    obj = {"every": every.diagnostics.objective / 1e-3 if every else float("nan"),
            "default": default.diagnostics.objective / 1e-3}
     print(f"grid of {points.shape[0]:,} starts, {N.size} points (chinchilla form)")
     print(f"  scipy L-BFGS-B per start (loop over {baseline_starts} random starts): "
           f"{1e3 * per_start:.1f} ms/start -> {baseline:.1f} s for the grid "
           f"(best objective on the subset {best_base:.6f})")
-    print(f"  labcoat, every start (starts=None): {t_every:.2f} s = "
-          f"{baseline / t_every:.0f}x faster; objective {obj['every']:.6f}, "
-          f"{every.diagnostics.starts_at_best} starts reached it, converged: "
-          f"{every.diagnostics.converged}")
+    if every is not None:
+        print(f"  labcoat, every start (starts=None): {t_every:.2f} s = "
+              f"{baseline / t_every:.0f}x faster; objective {obj['every']:.6f}, "
+              f"{every.diagnostics.starts_at_best} starts reached it, converged: "
+              f"{every.diagnostics.converged}")
     print(f"  labcoat, default (256 best grid points): {t_default:.2f} s = "
           f"{baseline / t_default:.0f}x faster; objective {obj['default']:.6f}")
     # Baseline for the bootstrap: scipy L-BFGS-B per replicate, warm-started at the estimate
@@ -116,11 +120,11 @@ def time_grid(N: np.ndarray, D: np.ndarray, loss: np.ndarray, baseline_starts: i
             return float(f[0]), g[0]
         minimize(weighted, boot.theta, jac=True, method="L-BFGS-B")
     per_rep = (time.perf_counter() - started) / reps
-    print(f"  bootstrap, 4,000 replicates (batched, warm-started): {t_boot:.1f} s; "
+    print(f"  bootstrap, {boot_reps:,} replicates (batched, warm-started): {t_boot:.1f} s; "
           f"{100 * boot.diagnostics.bootstrap_converged:.1f}% converged")
     print(f"  scipy L-BFGS-B per replicate, warm-started ({reps} replicates): "
-          f"{1e3 * per_rep:.1f} ms -> {4000 * per_rep:.1f} s for 4,000 = "
-          f"{4000 * per_rep / t_boot:.1f}x the batched bootstrap")
+          f"{1e3 * per_rep:.1f} ms -> {boot_reps * per_rep:.1f} s for {boot_reps:,} = "
+          f"{boot_reps * per_rep / t_boot:.1f}x the batched bootstrap")
 
 
 def recovery(N: np.ndarray, D: np.ndarray, seeds: int, noise: float, bootstrap: int) -> None:
@@ -196,8 +200,9 @@ def _theta(p: dict[str, float]) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = bench.parser(__doc__)
+    parser.add_argument("--short", action="store_true", help="fewer baseline starts and seeds "
+                        "(what this script's --quick was before the harness)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epoch-csv", help="Besiroglu et al.'s svg_extracted_data.csv")
     parser.add_argument("--only-real", action="store_true", help="only the real-data fit")
@@ -209,9 +214,12 @@ def main() -> None:
     N, D = chinchilla_design()
     rng = np.random.default_rng(args.seed)
     loss = law(N, D, BESIROGLU) * np.exp(rng.normal(0, 0.01, N.size))
-    time_grid(N, D, loss, baseline_starts=50 if args.quick else 200, seed=args.seed)
-    recovery(N, D, seeds=5 if args.quick else 20, noise=0.01,
-             bootstrap=300 if args.quick else 1000)
+    starts, seeds, bootstrap = (5, 2, 50) if args.quick else (50, 5, 300) if args.short else (
+        200, 20, 1000)
+    time_grid(N, D, loss, baseline_starts=starts, seed=args.seed,
+              boot_reps=200 if args.quick else 4000, every_start=not args.quick)
+    recovery(N, D, seeds=seeds, noise=0.01, bootstrap=bootstrap)
+    bench.save(args, {"baseline_starts": starts, "seeds": seeds, "bootstrap": bootstrap})
 
 
 if __name__ == "__main__":
