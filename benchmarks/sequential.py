@@ -24,6 +24,7 @@ seeds sometimes collapse.
 
     .venv/bin/python benchmarks/sequential.py            # about 1 minute on 2 cores
     .venv/bin/python benchmarks/sequential.py --reps 1000 --round-size 4
+    .venv/bin/python benchmarks/sequential.py --quick    # a smoke run, seconds
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import _harness as bench
 import numpy as np
 from scipy import stats as sps
 
@@ -297,7 +299,7 @@ def betting_horizon(args: argparse.Namespace, rng: np.random.Generator) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--reps", type=int, default=20000, help="simulations per row")
     parser.add_argument("--betting-reps", type=int, default=1000,
                         help="simulations per row for the (slower) betting CS")
@@ -311,7 +313,8 @@ def main() -> None:
     parser.add_argument("--fixed-look", type=int, default=18,
                         help="seeds of the single fixed-design t test in the validity table")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), reps=200, betting_reps=10, looks=10,
+                        betting_horizon=100)
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
     sd_accuracy = math.sqrt(0.7 * 0.3 / 500)
@@ -330,6 +333,7 @@ def main() -> None:
     print(betting_horizon(args, rng), "\n")
     print(validity(args, rng), "\n")
     print(f"{time.perf_counter() - start:.0f} s")
+    bench.save(args, {"seconds": time.perf_counter() - start, "reps": args.reps})
 
 
 if __name__ == "__main__":

@@ -18,17 +18,16 @@ Every case asserts the values agree (SE, interval ends, adjusted p-values) to 1e
 interleaved (order alternating) over --rounds rounds; ratio = statsmodels / labcoat
 per round, min / median / max over rounds.
 
-Run: nice -n 10 .venv/bin/python benchmarks/stats_vs_statsmodels.py [--rounds 7]
+Run: nice -n 10 .venv/bin/python benchmarks/stats_vs_statsmodels.py [--rounds 7] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import time
 import warnings
 
+import _harness as bench
 import numpy as np
 import statsmodels
 import statsmodels.api as sm
@@ -38,12 +37,6 @@ import labcoat
 from labcoat import stats
 
 TOL = 1e-10
-
-
-def timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
 
 
 def clustered_data(n: int, g: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,13 +96,15 @@ def multiple_cases(m: int, seed: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = bench.shrink(parser.parse_args(), rounds=1)
     warnings.simplefilter("ignore")  # statsmodels' and ours' notes are not the point here
-    cases = [*mean_cases(100_000, 1_000, 1), *mean_cases(1_000_000, 10_000, 2),
-             *paired_cases(1_000_000, 10_000, 3), *multiple_cases(100_000, 4),
-             *multiple_cases(1_000_000, 5)]
+    k = 100 if args.quick else 1  # --quick: inputs 100x smaller
+    cases = [*mean_cases(100_000 // k, 1_000 // k, 1), *mean_cases(1_000_000 // k, 10_000 // k, 2),
+             *paired_cases(1_000_000 // k, 10_000 // k, 3), *multiple_cases(100_000 // k, 4),
+             *multiple_cases(1_000_000 // k, 5)]
+    results = {}
     print(f"labcoat {labcoat.__version__}, statsmodels {statsmodels.__version__}, numpy "
           f"{np.__version__}; {args.rounds} interleaved rounds; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
@@ -120,16 +115,16 @@ def main() -> None:
         diff = float(np.max(np.abs(a - b)))
         if not diff <= TOL:
             raise SystemExit(f"{name}: values differ by {diff:.3g} (> {TOL})")
-        t_ours, t_theirs = [], []
-        for r in range(args.rounds):
-            for arm in (("ours", "theirs") if r % 2 == 0 else ("theirs", "ours")):
-                elapsed, _ = timed(ours if arm == "ours" else theirs)
-                (t_ours if arm == "ours" else t_theirs).append(elapsed)
+        times = bench.interleaved({"ours": ours, "theirs": theirs}, args.rounds)
+        t_ours, t_theirs = times["ours"].times, times["theirs"].times
+        results[name] = {"max_diff": diff, "labcoat": times["ours"],
+                         "statsmodels": times["theirs"]}
         ratios = [t / o for t, o in zip(t_theirs, t_ours, strict=True)]
         print(f"{name:42s} {diff:10.2e}  {statistics.median(t_ours):9.4f} "
               f"{statistics.median(t_theirs):9.4f}  {min(ratios):6.1f} "
               f"{statistics.median(ratios):6.1f} {max(ratios):6.1f}", flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    bench.save(args, results)
 
 
 if __name__ == "__main__":

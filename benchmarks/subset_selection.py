@@ -20,12 +20,12 @@ them, its cross-validated Kendall/Spearman next to random subsets and the CI
 width ratios, for several subset sizes. Takes a few minutes on one core.
 
 Run: nice -n 10 .venv/bin/python benchmarks/subset_selection.py [repetitions] [--tinylm]
+     [--quick]   (--quick: 1 repetition, 8 and 12 models, and a tiny --tinylm part)
 """
 
 from __future__ import annotations
 
-import sys
-
+import _harness as bench
 import numpy as np
 from scipy import stats as sps
 
@@ -80,23 +80,26 @@ def cross_validated_tau(pick, x: np.ndarray, tasks: np.ndarray, seed: int) -> fl
     return float(sps.kendalltau(scores, full).statistic)
 
 
-def main(repetitions: int = 8) -> None:
+def main(repetitions: int = 8, model_counts: tuple[int, ...] = (8, 12, 30, 60)) -> dict:
     rng = np.random.default_rng(0)
     methods = {"labcoat": _subset._pick, "greedy": greedy,
                "random": lambda x, t, q: random_subset(x, t, q, rng)}
     print(f"24 of 180 items (3 tasks), 5-fold cross-validated Kendall tau with the full "
           f"ranking, mean over {repetitions} data sets")
     print(f"{'models':>6}  " + "  ".join(f"{name:>8}" for name in methods))
-    for models in (8, 12, 30, 60):
+    means = {}
+    for models in model_counts:
         taus = {name: [] for name in methods}
         for seed in range(repetitions):
             x, tasks = results(models, seed)
             for name, pick in methods.items():
                 taus[name].append(cross_validated_tau(pick, x, tasks, seed))
         print(f"{models:>6}  " + "  ".join(f"{np.mean(v):8.3f}" for v in taus.values()))
+        means[models] = {name: float(np.mean(v)) for name, v in taus.items()}
+    return means
 
 
-def tinylm_checkpoints() -> None:
+def tinylm_checkpoints(quick: bool = False) -> None:
     import torch
 
     from labcoat.evals import choose_subset, result_matrix
@@ -115,20 +118,25 @@ def tinylm_checkpoints() -> None:
         def log(self, *args: object, **kwargs: object) -> None:
             pass
 
+        def log_work(self, *args: object, **kwargs: object) -> None:
+            pass
+
         def event(self, *args: object, **kwargs: object) -> None:
             pass
 
     torch.set_num_threads(1)
-    for seed in range(4):
-        for warmup in (0, 100):
-            train(Config(steps=400, warmup=warmup, eval_every=50, eval_items=20, eval_budget=0,
-                         threads=1, seed=seed), Recorder(f"s{seed}-w{warmup}"))  # type: ignore[arg-type]
+    seeds, steps, every, warmups = (2, 60, 20, (0, 20)) if quick else (4, 400, 50, (0, 100))
+    for seed in range(seeds):
+        for warmup in warmups:
+            train(Config(steps=steps, warmup=warmup, eval_every=every, eval_items=20,
+                         eval_budget=0, threads=1, seed=seed),
+                  Recorder(f"s{seed}-w{warmup}"))  # type: ignore[arg-type]
     matrix = result_matrix(records)
     print(f"tinylm: {len(matrix.models)} checkpoints x {len(matrix.items)} items; "
           "5-fold cross-validated")
     print(f"{'items':>5}  {'kendall':>8} {'random':>7}  {'spearman':>8} {'random':>7}  "
           f"{'CI x':>5} {'diff CI x':>9}")
-    for size in (20, 40, 80):
+    for size in (20,) if quick else (20, 40, 80):
         c = choose_subset(matrix.scores, matrix.tasks, matrix.items, size, models=matrix.models)
         print(f"{size:>5}  {c.kendall:8.3f} {c.random_kendall:7.3f}  {c.spearman:8.3f} "
               f"{c.random_spearman:7.3f}  {c.ci_width_ratio:5.2f} "
@@ -136,7 +144,11 @@ def tinylm_checkpoints() -> None:
 
 
 if __name__ == "__main__":
-    numbers = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(int(numbers[0]) if numbers else 8)
-    if "--tinylm" in sys.argv:
-        tinylm_checkpoints()
+    parser = bench.parser(__doc__)
+    parser.add_argument("repetitions", type=int, nargs="?", default=8)
+    parser.add_argument("--tinylm", action="store_true", help="also on real tinylm checkpoints")
+    args = bench.shrink(parser.parse_args(), repetitions=1, tinylm=True)
+    means = main(args.repetitions, (8, 12) if args.quick else (8, 12, 30, 60))
+    if args.tinylm:
+        tinylm_checkpoints(args.quick)
+    bench.save(args, {"kendall_tau": means})
