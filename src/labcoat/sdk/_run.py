@@ -470,11 +470,11 @@ def _say_if_rerun(run_dir: Path) -> None:
     if earlier:
         experiment, trial = run_dir.parent.parent.name, run_dir.parent.name
         print(f"labcoat: warning: ad-hoc trial {trial} of {experiment} was run before "
-              f"({len(earlier)} run(s) under {run_dir.parent}); this run becomes its next "
+              f"({len(earlier)} run(s) under {run_dir.parent}); this run is its next "
               "attempt: its values replace theirs in the store at every step it logs "
-              "(steps it does not reach keep theirs; their journals stay). To keep both, "
-              "give this run another seed or arm, e.g. labcoat.init(arm='lr-0.1', ...)",
-              file=sys.stderr, flush=True)
+              "(steps it does not reach keep theirs; their journals stay). Right for a "
+              "resume; to keep both instead, give this run another seed or arm, e.g. "
+              "labcoat.init(arm='lr-0.1', ...)", file=sys.stderr, flush=True)
 
 
 def _finish_at_exit(run: Run) -> None:
