@@ -21,8 +21,8 @@ file (all 100,000 there, values equal to the formula that made them).
 Read: one metric of 100 trials (100 runs x 2 metrics x 2,000 steps in each store, built
 once, not timed; 200,000 points read), each a fresh subprocess: labcoat's store query
 (`store.metric_series`), `labcoat export r --metric m0` (its 200,000 points as JSON
-lines, parsed by the benchmark), and MLflow's `MlflowClient.get_metric_history(run_id, "m0")` for each
-of the 100 runs. The time inside the process (query only, after imports) and the
+lines, parsed by the benchmark), and MLflow's `MlflowClient.get_metric_history(run_id,
+"m0")` for each of the 100 runs. The time inside the process (query only, after imports) and the
 process's wall-clock time are both reported; values are checked equal across tools.
 
 Arms run interleaved in every round; ratios are MLflow / labcoat per round
@@ -36,11 +36,12 @@ Run:
   python3.11 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install 'mlflow>=3,<4'
   MLFLOW_PYTHON=/tmp/mlflow-venv/bin/python nice -n 10 .venv/bin/python \
       benchmarks/tracking_vs_mlflow.py [--rounds 3] [--per-point-rounds 1]
+  (MLFLOW_PYTHON defaults to /tmp/mlflow-venv/bin/python; --quick is a smoke run on small
+  sizes, skipped cleanly when MLflow's interpreter is absent)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -53,8 +54,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import _harness as bench
+
 LABCOAT_PYTHON = sys.executable
 MLFLOW_PYTHON = os.environ.get("MLFLOW_PYTHON", "/tmp/mlflow-venv/bin/python")
+MLFLOW_INSTALL = ("python3.11 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install "
+                "'mlflow>=3,<4'")
 STEPS, METRICS = 10_000, 10
 READ_TRIALS, READ_STEPS = 100, 2_000
 
@@ -242,7 +247,7 @@ def summary(xs: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-point-rounds", type=int, default=1)
     parser.add_argument("--steps", type=int, default=STEPS, help="steps of the write test")
@@ -250,8 +255,12 @@ def main() -> None:
                         help="steps of MLflow's log_metric-per-point arm")
     parser.add_argument("--read-steps", type=int, default=READ_STEPS,
                         help="steps of each read-test trial")
-    args = parser.parse_args()
-    globals().update(STEPS=args.steps, READ_STEPS=args.read_steps)
+    args = bench.shrink(parser.parse_args(), rounds=1, steps=200, per_point_steps=20,
+                        read_steps=50)
+    mlflow = bench.need_peer(args, "MLFLOW_PYTHON", MLFLOW_PYTHON, "MLflow", MLFLOW_INSTALL)
+    globals().update(STEPS=args.steps, READ_STEPS=args.read_steps, MLFLOW_PYTHON=mlflow)
+    if args.quick:
+        globals().update(READ_TRIALS=5)
     mlflow_version = subprocess.run(
         [MLFLOW_PYTHON, "-c", "import mlflow; print(mlflow.__version__)"],
         capture_output=True, text=True, check=True).stdout.strip()
@@ -290,11 +299,12 @@ def main() -> None:
                       for i, x in enumerate(xs)]
             print(f"  {arm:13s} {n:7,} points {summary(xs)}  ratio {summary(ratios)}  "
                   f"({len(xs)} rounds)")
-        read_benchmark(s, root / "read", args.rounds)
+        reads = read_benchmark(s, root / "read", args.rounds)
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    bench.save(args, {"mlflow": mlflow_version, "write_s": times, "read_s": reads})
 
 
-def read_benchmark(s: dict[str, Path], root: Path, rounds: int) -> None:
+def read_benchmark(s: dict[str, Path], root: Path, rounds: int) -> dict[str, list[float]]:
     build_read_stores(s, root)
     times: dict[str, list[float]] = {}
     inside: dict[str, list[float]] = {}
@@ -308,8 +318,8 @@ def read_benchmark(s: dict[str, Path], root: Path, rounds: int) -> None:
             if arm == "labcoat-export":
                 start = time.perf_counter()
                 done = subprocess.run([str(Path(LABCOAT_PYTHON).with_name("labcoat")), "export",
-                                       "r", "--metric", "m0"], cwd=root, env=child_env(root), capture_output=True,
-                                      text=True, check=True)
+                                       "r", "--metric", "m0"], cwd=root, env=child_env(root),
+                                      capture_output=True, text=True, check=True)
                 elapsed = time.perf_counter() - start
                 rows = [json.loads(line) for line in done.stdout.splitlines()]
                 loss = [row for row in rows if row["name"] == "m0"]
@@ -335,6 +345,7 @@ def read_benchmark(s: dict[str, Path], root: Path, rounds: int) -> None:
         q_ratios = [inside["mlflow"][i] / x for i, x in enumerate(inside[arm])]
         print(f"  {arm:15s} process {summary(times[arm])} ratio {summary(ratios)} | query "
               f"{summary(inside[arm])} ratio {summary(q_ratios)}")
+    return times
 
 
 if __name__ == "__main__":
