@@ -4,12 +4,17 @@ The trial only journals (under ``$LABCOAT_HOME/adhoc/<experiment>/<trial>/<run>/
 the read commands (`labcoat status`, `report`, `ui`...) call `ingest_adhoc_runs`
 before they read, which records each finished journal not yet in the store as a
 new attempt. Idempotent: a journal whose run directory is already an attempt is
-skipped, so any number of readers may call it.
+skipped, so any number of readers may call it. A journal without its finish
+record waits while its process runs; once that process is gone (killed, or
+crashed hard: SIGKILL and the OOM killer skip the exit hook), it is recorded as
+a failed attempt holding every complete line, rather than waiting forever.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 import threading
 from datetime import UTC, datetime
@@ -57,8 +62,11 @@ def _ingest_new(session: Session, journals: list[Path]) -> list[str]:
         Attempt.run_dir.in_([str(j.parent) for j in journals]))))
     recorded = []
     for journal in journals:
-        if str(journal.parent) in known or not _finished(journal):
+        if str(journal.parent) in known:
             continue
+        gone = None if _finished(journal) else _writer_gone(journal)
+        if gone is False:
+            continue  # still running: recorded once it finishes
         experiment, trial = journal.parent.parent.parent.name, journal.parent.parent.name
         try:
             ingest_adhoc(session, journal, experiment=experiment, trial=trial)
@@ -66,7 +74,7 @@ def _ingest_new(session: Session, journals: list[Path]) -> list[str]:
             session.rollback()
             print(f"labcoat: {e}", file=sys.stderr, flush=True)
             continue
-        recorded.append(f"{experiment}/{trial}")
+        recorded.append(f"{experiment}/{trial}" + (f" ({gone})" if gone else ""))
     return recorded
 
 
@@ -91,13 +99,15 @@ def ingest_adhoc(session: Session, journal: Path, *, experiment: str, trial: str
                                   host=start.get("host") or "", pid=start.get("pid"))
     progress = ingest_attempt(session, attempt)
     status = "done" if progress.finish_status == "done" else "failed"
-    store.end_attempt(session, attempt, exit_code=None, trial_status=status,
-                      cause=f"ad-hoc run finished ({progress.finish_status or 'no finish'})")
+    cause = (f"ad-hoc run finished ({progress.finish_status})" if progress.finish_status
+             else f"ad-hoc run: {_writer_gone(journal) or 'no finish record'}")
+    store.end_attempt(session, attempt, exit_code=None, trial_status=status, cause=cause)
     # Ingested after the fact: the attempt's times are the journal's, not the reader's.
     if isinstance(start.get("time"), int | float):
         attempt.started_at = datetime.fromtimestamp(start["time"], UTC)
-    if isinstance(end.get("time"), int | float):
-        attempt.ended_at = datetime.fromtimestamp(end["time"], UTC)
+    ended = end.get("time", attempt.last_record_time)
+    if isinstance(ended, int | float):
+        attempt.ended_at = datetime.fromtimestamp(ended, UTC)
     session.commit()
 
 
@@ -125,6 +135,23 @@ def _record(raw: bytes) -> dict:
     except ValueError:  # not JSON, or not UTF-8
         return {}
     return record if isinstance(record, dict) else {}
+
+
+def _writer_gone(journal: Path) -> str | None | bool:
+    """Why an unfinished journal's run is over ("process N ended without ..."), or False
+    while its process may still be writing it (alive, or on another host: it waits)."""
+    with open(journal, "rb") as f:
+        start = _record(f.readline())
+    pid, host = start.get("pid"), start.get("host")
+    if not isinstance(pid, int) or isinstance(pid, bool) or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return f"process {pid} ended without finishing (killed?)"
+    except (PermissionError, OverflowError, ValueError):  # another user's process
+        pass
+    return False
 
 
 def _finished(journal: Path) -> bool:
