@@ -12,7 +12,9 @@ $(PY):
 # requirement would otherwise pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,torch,postgres,ray,slurm,ui,hf,lightning]"
+	$(PY) -m pip install -q -e ".[dev,torch,postgres,ray,slurm,ui,hf,lightning,tensorboard,wandb]"
+	# MLflow (the import tests' reference client) apart: see the mlflow extra in pyproject.toml
+	$(PY) -m pip install -q "mlflow>=3,<4" "torch==2.13.0"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -31,6 +31,13 @@ def logdir(tmp_path_factory: pytest.TempPathFactory):
                     w.add_scalar("train/loss", float(rng.lognormal()), step)
                 if seed == 1:
                     w.add_scalar("train/loss", 0.125, STEPS - 1)  # a step written twice
+                if seed == 0:  # events of another layout (two values in one summary)
+                    from tensorboard.compat.proto.summary_pb2 import Summary
+
+                    for step in range(0, STEPS, 7):
+                        two = Summary(value=[Summary.Value(tag="extra/a", simple_value=step / 3),
+                                             Summary.Value(tag="extra/b", simple_value=-1.5)])
+                        w._get_file_writer().add_summary(two, step)
     return root
 
 
@@ -59,7 +66,8 @@ def test_every_point_and_each_arms_mean_equal_the_accumulators(home, logdir, sto
     for arm in ARMS:
         for seed in SEEDS:
             scalars = _accumulated(logdir / f"model={arm},seed={seed}")
-            assert set(scalars) == {"eval/acc", "train/loss"}
+            extra = {"extra/a", "extra/b"} if seed == 0 else set()
+            assert set(scalars) == {"eval/acc", "train/loss"} | extra
             for tag, events in scalars.items():
                 want = {e.step: e.value for e in events}  # the later event at a step
                 equal_points(held[f"{arm}-s{seed}"][tag], want)

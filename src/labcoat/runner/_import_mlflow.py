@@ -133,24 +133,41 @@ def _file_run(run_dir: Path, experiment: str) -> ExternalRun | None:
 
 def _metric_file(run: ExternalRun, key: str, file: Path) -> None:
     """Lines "timestamp value [step]" (MLflow's FileStore); the later line at a step wins."""
+    text = file.read_text(encoding="utf-8")
+    parts = [line.split() for line in text.splitlines()]
+    if set(map(len, parts)) != {3}:  # old two-field lines, blank lines or damage
+        return _metric_lines(run, key, file, text)
+    columns = list(zip(*parts, strict=True))
+    try:  # a column at a time: ~3x faster than line by line
+        stamps, values, steps = (list(map(int, columns[0])), list(map(float, columns[1])),
+                                 list(map(int, columns[2])))
+    except ValueError:
+        return _metric_lines(run, key, file, text)
+    times = [t / 1000.0 for t in stamps]
+    series = dict(zip(steps, zip(values, times, strict=True), strict=True))
+    if len(series) < len(steps) or key in run.metrics:  # a step written twice: in order
+        return _metric_lines(run, key, file, text)
+    run.metrics[key] = series
+
+
+def _metric_lines(run: ExternalRun, key: str, file: Path, text: str) -> None:
     stamp: dict[int, int] = {}
-    with open(file, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            parts = line.split()
-            try:
-                ts, value = int(parts[0]), float(parts[1])
-                step = int(parts[2]) if len(parts) > 2 else 0
-                if len(parts) > 3:
-                    raise ValueError
-            except (ValueError, IndexError):
-                raise LabcoatError(f"{file}:{number}: not an MLflow metric line "
-                                   f"(timestamp value step): {line.strip()[:80]!r}; the file "
-                                   "is damaged, nothing was imported") from None
-            if stamp.get(step, ts) > ts:
-                run.repeated[key] = run.repeated.get(key, 0) + 1
-                continue
-            stamp[step] = ts
-            run.add(key, step, value, ts / 1000.0)
+    for number, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        try:
+            ts, value = int(parts[0]), float(parts[1])
+            step = int(parts[2]) if len(parts) > 2 else 0
+            if len(parts) > 3:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise LabcoatError(f"{file}:{number}: not an MLflow metric line "
+                               f"(timestamp value step): {line.strip()[:80]!r}; the file "
+                               "is damaged, nothing was imported") from None
+        if stamp.get(step, ts) > ts:
+            run.repeated[key] = run.repeated.get(key, 0) + 1
+            continue
+        stamp[step] = ts
+        run.add(key, step, value, ts / 1000.0)
 
 
 def _yaml(file: Path) -> dict:
