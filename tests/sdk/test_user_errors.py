@@ -241,3 +241,12 @@ def test_runs_with_their_own_arm_or_no_seed_are_separate_trials_and_quiet(home, 
     assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
     shown = json.loads(cli("show", "sweep", "--json", check=True).stdout)
     assert sorted(t["attempts"] for t in shown["trials"]) == [1, 1, 1, 1]
+
+
+def test_runner_variables_set_by_hand_to_nonsense_are_named(home, tmp_path):
+    done = _run(tmp_path, "import labcoat\nlabcoat.init()\n",
+                LABCOAT_JOURNAL=str(tmp_path / "journal.jsonl"), LABCOAT_PARAMS="lr=0.1")
+    assert done.returncode == 1 and "During handling" not in done.stderr
+    assert _last_line(done) == (
+        "ValueError: LABCOAT_PARAMS='lr=0.1' is not what `labcoat run` sets; this process is "
+        "a trial because LABCOAT_JOURNAL is set: unset both to record an ad-hoc run")

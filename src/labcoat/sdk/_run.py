@@ -314,10 +314,10 @@ def init(
             journal=rank_journal(journal, rank),
             experiment=os.environ.get(env.EXPERIMENT, ""),
             trial=os.environ.get(env.TRIAL, ""),
-            attempt=int(os.environ.get(env.ATTEMPT, "1")),
+            attempt=_from_env(env.ATTEMPT, int, "1"),
             arm=os.environ.get(env.ARM),
-            seed=int(os.environ[env.SEED]) if os.environ.get(env.SEED) else None,
-            params=json.loads(os.environ.get(env.PARAMS) or "{}"),
+            seed=_from_env(env.SEED, int, None),
+            params=_from_env(env.PARAMS, json.loads, "{}"),
             adhoc=False,
             total_steps=total_steps,
             heartbeat_timeout=heartbeat_timeout,
@@ -331,6 +331,18 @@ def init(
         raise ValueError(f"labcoat.init: params must be a dict of the run's settings, got "
                          f"{params!r:.60} ({type(params).__name__}), e.g. params={{'lr': 0.1}}")
     return _adhoc_run(experiment, arm, seed, dict(params or {}), total_steps)
+
+
+def _from_env(name: str, parse: Any, default: str | None) -> Any:
+    """A variable `labcoat run` sets for its trial, parsed; a ValueError naming it if it was
+    set by hand to something else (LABCOAT_JOURNAL set makes this process a trial)."""
+    raw = os.environ.get(name) or default
+    try:
+        return None if raw is None else parse(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r:.60} is not what `labcoat run` sets; this process "
+                         f"is a trial because {env.JOURNAL} is set: unset both to record an "
+                         "ad-hoc run") from None
 
 
 def _check_init(total_steps: Any, heartbeat_timeout: Any) -> None:
