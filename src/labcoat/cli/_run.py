@@ -141,7 +141,8 @@ def import_command(
 
     if paths and paths[0] in IMPORT_TOOLS:
         item_flags = {"--arm": arm, "--seed": seed, "--filter": filter_}
-        _refuse_flags(paths[0], item_flags)
+        _refuse_flags(f"{paths[0]} runs", item_flags,
+                      "map runs to arms and seeds with --arm-by and --seed-by")
         _import_runs(paths[0], paths[1:], experiment, arm_by=arm_by, seed_by=seed_by,
                      where=where, replace=replace, metric=metric, direction=direction,
                      control=control, smallest_effect=smallest_effect, claim=claim,
@@ -152,7 +153,9 @@ def import_command(
     run_flags = {"--arm-by": arm_by, "--seed-by": seed_by, "--where": where,
                  "--direction": direction, "--control": control,
                  "--smallest-effect": smallest_effect, "--claim": claim, "--design": design}
-    _refuse_flags("per-item results", run_flags)
+    _refuse_flags("per-item results", run_flags,
+                  f"to import tracked runs, name their source first: labcoat import "
+                  f"{'|'.join(IMPORT_TOOLS)} PATH ...")
     if arm is None:
         raise LabcoatError("--arm is missing: name the model or arm these results belong to "
                            f"(or start with a source, {', '.join(IMPORT_TOOLS)}, to import "
@@ -160,11 +163,11 @@ def import_command(
     _import_items([Path(p) for p in paths], experiment, arm, seed, metric, filter_, replace)
 
 
-def _refuse_flags(what: str, flags: dict[str, Any]) -> None:
+def _refuse_flags(what: str, flags: dict[str, Any], hint: str) -> None:
     given = [flag for flag, value in flags.items() if value not in (None, [])]
     if given:
-        raise LabcoatError(f"{', '.join(given)} do(es) not apply to importing {what}; see "
-                           "`labcoat import --help`")
+        verb = "does" if len(given) == 1 else "do"
+        raise LabcoatError(f"{', '.join(given)} {verb} not apply to importing {what}; {hint}")
 
 
 def _import_items(paths: list[Path], experiment: str, arm: str, seed: int | None,
