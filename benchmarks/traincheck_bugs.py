@@ -1,6 +1,7 @@
 """Peer benchmark: TrainCheck's silent bugs re-expressed on CPU in plain PyTorch, guard on defaults.
 
     .venv/bin/python benchmarks/traincheck_bugs.py [--seeds 10] [--only SUBSTRING] [--no-dist]
+                                                   [--quick]
 
 Each case is one small plain-PyTorch loop with the bug switched on (from step
 ``ONSET`` unless the case says otherwise) and its clean twin (same loop, bug
@@ -16,13 +17,13 @@ are in ``benchmarks/traincheck_dist.py`` (2 gloo ranks); this command runs them 
 
 from __future__ import annotations
 
-import argparse
 import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import _harness as bench
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -568,11 +569,13 @@ def measure(case: Callable[[bool, int], Setup], seeds: range) -> dict[str, Any]:
 
 def main() -> None:
     logging.getLogger("labcoat.torch.guard").setLevel(logging.CRITICAL + 1)  # counted, not printed
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--no-dist", action="store_true", help="skip the distributed ids")
-    args = parser.parse_args()
+    # --quick: one seed, the three pytorch ids; the distributed ones are
+    # traincheck_dist.py --quick's
+    args = bench.shrink(parser.parse_args(), seeds=1, no_dist=True, only="pytorch-")
     seeds = range(args.seeds)
     print(f"{'id':46} {'caught':>7} {'rule':36} {'latency':>8} {'false alarms':>13}")
     rows = []
@@ -594,6 +597,7 @@ def main() -> None:
     quiet = sum(f == 0 for _, _, f in rows)
     print(f"caught in every seed: {every}/{len(rows)} cases; no false alarm on the clean "
           f"twin in any seed: {quiet}/{len(rows)}")
+    bench.save(args, {"seeds": args.seeds, "rows": rows})
 
 
 def _row(name: str, caught: int, n: int, rules: list[str], latency: int | None, false: int,

@@ -1,6 +1,6 @@
 """Peer benchmark, distributed ids: TrainCheck's data-parallel bugs on 2 gloo ranks (CPU).
 
-    .venv/bin/python benchmarks/traincheck_dist.py [--seeds 10]
+    .venv/bin/python benchmarks/traincheck_dist.py [--seeds 10] [--quick]
 
 The five distributed ids of OrderLab's TrainCheck-Evaluation-Workloads
 (silent-issue-detection/README.md), each re-expressed as one small
@@ -18,7 +18,6 @@ latency is the first alert's step minus the first step the bug can show.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -31,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _harness as bench
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -310,15 +310,17 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         _worker(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5]))
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     parser.add_argument("--seeds", type=int, default=10)
-    rows = run(parser.parse_args().seeds)
+    args = bench.shrink(parser.parse_args(), seeds=1)
+    rows = run(args.seeds)
     print(f"{'id':42} {'caught':>7} {'rule':24} {'latency':>8} {'false alarms':>13}")
     for r in rows:
         print(f"{r['id']:42} {r['caught']:>3}/{r['seeds']:<3} {','.join(r['rules']) or '-':24} "
               f"{'-' if r['latency'] is None else r['latency']!s:>8} "
               f"{r['false_alarms']:>6}/{r['seeds']}"
               + (f"  ({','.join(r['clean_rules'])})" if r["clean_rules"] else ""))
+    bench.save(args, {"seeds": args.seeds, "rows": rows})
 
 
 if __name__ == "__main__":

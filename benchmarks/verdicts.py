@@ -50,12 +50,12 @@ the factorial's TOST columns, the old Welch-after-stopping's), since each verdic
 smallest_effect costs ~1 ms (scipy freezing a t distribution in `equivalence_p`).
 
     nice -n 10 .venv/bin/python benchmarks/verdicts.py            # S = 2000, S_t = 700, ~5-7 min
-    nice -n 10 .venv/bin/python benchmarks/verdicts.py --quick    # S = 200, S_t = 60, < 1 min
+    nice -n 10 .venv/bin/python benchmarks/verdicts.py --short    # S = 200, S_t = 60, < 1 min
+    .venv/bin/python benchmarks/verdicts.py --quick              # a smoke run, seconds
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 import warnings
@@ -63,6 +63,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import _harness as bench
 import numpy as np
 from scipy import stats as sps
 
@@ -500,23 +501,26 @@ def factorial_table(rows: list[tuple[str, dict[str, Cell]]]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Error rates of the report's verdicts")
+    parser = bench.parser("Error rates of the report's verdicts.")
     parser.add_argument("--sims", type=int, default=2000,
                         help="simulated experiments per cell for the rates without a smallest "
                         "effect, and for every sequential decision (default 2000)")
     parser.add_argument("--tost-sims", type=int, default=700,
                         help="experiments per cell for the fixed-n rates that need TOST "
                         "(each such verdict costs ~1 ms; default 700)")
-    parser.add_argument("--quick", action="store_true",
-                        help="200 and 60 experiments per cell (< 1 minute)")
+    parser.add_argument("--short", action="store_true",
+                        help="200 and 60 experiments per cell (< 1 minute; what this "
+                        "script's --quick was before the harness)")
     parser.add_argument("--check", type=int, default=None,
                         help="experiments per sequential cell replayed through "
-                        "SequentialTest (default 30; 5 with --quick)")
+                        "SequentialTest (default 30; 5 with --short, 2 with --quick)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    sims, tost = (200, 60) if args.quick else (args.sims, args.tost_sims)
+    sims, tost = (20, 10) if args.quick else (200, 60) if args.short else (args.sims,
+                                                                             args.tost_sims)
     tost = min(tost, sims)
-    check = args.check if args.check is not None else (5 if args.quick else 30)
+    check = args.check if args.check is not None else (
+        2 if args.quick else 5 if args.short else 30)
     start = time.perf_counter()
     out = [f"S = {sims} simulated experiments per cell (S = {tost} for the fixed-n verdicts "
            f"with a smallest effect: no-effect, negligible, and the family's and the "
@@ -559,6 +563,8 @@ def main() -> None:
                            for sc, b, bad in replays))
     out.append(f"\nwall time {time.perf_counter() - start:.0f} s")
     print("\n".join(out))
+    bench.save(args, {"sims": sims, "tost_sims": tost, "seconds": time.perf_counter() - start,
+                      "replay_mismatches": bad})
 
 
 if __name__ == "__main__":
