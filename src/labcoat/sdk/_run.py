@@ -113,9 +113,8 @@ class Run:
             if self.rank > 0:
                 return  # rank 0's metrics stand for the group
         self._write({"kind": fmt.LOG, "step": step, "metrics": values})
-        for name in values:
-            if self._repeats.seen(name, step):
-                self._overwritten(f"{name!r}", step, "the later value")
+        for name in self._repeats.repeated(values, step):
+            self._overwritten(f"{name!r}", step, "the later value")
 
     def log_work(self, step: int, seconds: float) -> None:
         """Record this rank's own work at `step` (data loading and forward, say), measured
@@ -552,19 +551,20 @@ class _Repeats:
         self.items: dict[tuple[str, str, int], set[str]] = {}
         self.counts: dict[str, int] = {}
 
-    def seen(self, name: str, step: int) -> bool:
-        steps = self.steps.get(name)
-        if steps is None:
-            self.steps[name] = array("q", [step])
-            return False
-        if step > steps[-1]:
-            steps.append(step)
-            return False
-        i = bisect_left(steps, step)
-        if steps[i] == step:
-            return True
-        steps.insert(i, step)
-        return False
+    def repeated(self, names: Iterable[str], step: int) -> list[str]:
+        """Record `step` for each of `names`; return those that already had it."""
+        again = []
+        for name in names:
+            steps = self.steps.get(name)
+            if steps is not None and step > steps[-1]:
+                steps.append(step)  # the usual case
+            elif steps is None:
+                self.steps[name] = array("q", [step])
+            elif steps[i := bisect_left(steps, step)] == step:
+                again.append(name)
+            else:
+                steps.insert(i, step)
+        return again
 
     def seen_items(self, task: tuple[str, str], step: int, ids: list[str]) -> int:
         """How many of `ids` this run already logged for `task` at `step`."""
