@@ -94,10 +94,10 @@ def test_every_point_and_each_arms_mean_equal_mlflows_own(home, tracked, layout,
 
 def test_reimporting_is_idempotent_and_a_different_run_is_not_replaced_silently(
         home, tracked, stored):
-    path, _, runs = tracked["sqlite"]
+    path, uri, runs = tracked["sqlite"]
     assert _import(path, "ml").returncode == 0
     first = stored("ml")
-    again = _import(path, "ml")
+    again = _import(uri, "ml")  # the same store named by its tracking URI
     assert again.returncode == 0 and "6 again" in again.stdout
     assert stored("ml") == first
     # the file store's runs are other runs mapped to the same arms and seeds

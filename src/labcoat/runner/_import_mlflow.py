@@ -21,13 +21,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def read_mlflow(path: Path) -> list[ExternalRun]:
-    """Every active run under `path`: a SQLite tracking store (file, or sqlite:///URI), an
-    `mlruns/` directory, or a directory holding `mlruns/` or `mlflow.db`."""
-    text = str(path)
-    if text.startswith("sqlite:///"):
-        path = Path(text.removeprefix("sqlite:///"))
-    elif text.startswith("file://"):
-        path = Path(text.removeprefix("file://"))
+    """Every active run under `path`: a SQLite tracking store's file, an `mlruns/`
+    directory, or a directory holding `mlruns/` or `mlflow.db`."""
     if path.is_file():
         return _read_sqlite(path)
     if path.is_dir():

@@ -63,13 +63,23 @@ def import_runs(tool: str, paths: list[str | Path], *, experiment: str, arm_by: 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", experiment or ""):
         raise LabcoatError(f"--experiment {experiment!r} may use only letters, digits, '.', "
                            "'_', '-' (and starts with a letter or digit)")
-    runs = [run for p in paths for run in _reader(tool)(Path(p))]
+    runs = [run for p in paths for run in _reader(tool)(_absolute(p))]
     notes: list[str] = []
     runs = _filter(runs, where or [], notes)
     mapped = _map(runs, arm_by, seed_by, notes)
     design = _design_dict(hypothesis, experiment, tool, mapped, runs)
     notes += _metric_notes(runs, mapped, design)
     return _store(tool, experiment, mapped, design, replace, notes, hypothesis.design)
+
+
+def _absolute(path: str | Path) -> Path:
+    """The path as recorded with each trial: absolute. A tracking URI is its path, as
+    MLflow reads it: sqlite:///rel.db and sqlite:////abs.db, file:///abs/mlruns."""
+    text = str(path)
+    for scheme in ("sqlite:///", "file://"):
+        if text.startswith(scheme):
+            text = text.removeprefix(scheme)
+    return Path(text).expanduser().absolute()
 
 
 def _reader(tool: str):
