@@ -105,3 +105,24 @@ def test_an_empty_store(home, args):
     assert "Traceback" not in result.stderr
     text = (result.stdout + result.stderr).strip()
     assert len(text.splitlines()) == 1 and "run design.yaml" in text
+
+
+@pytest.mark.parametrize(("args", "how"), [
+    (("logs", "fake/base-s0"), "labcoat logs fake --trial base-s0"),
+    (("logs", "templates", "fake/base-s0"), "labcoat logs templates fake --trial base-s0"),
+    (("export", "fake/base-s0"), "labcoat export fake"),
+    (("report", "fake/base-s0"), "labcoat show fake/base-s0 --provenance"),
+    (("status", "fake/base-s0"), "labcoat status fake"),
+])
+def test_a_trial_given_where_an_experiment_is_expected(ran, args, how):
+    message = _error(*args)
+    assert "names trial 'base-s0' of 'fake'" in message and how in message
+
+
+def test_bad_trial_references_and_ranks(ran):
+    assert "names no trial" in _error("diagnose", "fake/")
+    assert "names no trial" in _error("diagnose", "/base-s0")
+    message = _error("logs", ran, "--rank", "3")
+    assert "--rank 3" in message and "ran as one process" in message
+    message = _error("replay", f"{ran}/base-s0", "--from", "0", "--to", "2")
+    assert "--from 0: steps start at 1" in message  # the flag first, before the trial's state

@@ -55,6 +55,37 @@ def store_session() -> Iterator[Session]:
         db.close()
 
 
+def find_experiment(session: Session, ref: str, verb: str) -> Any:
+    """`store.find_experiment`, and where REF is "EXP/TRIAL" of a known experiment (a
+    trial given to a verb that takes an experiment), a line saying how to name it."""
+    from labcoat import store
+
+    try:
+        return store.find_experiment(session, ref)
+    except LabcoatError:
+        head, _, tail = ref.rpartition("/")
+        if not head or not tail or not known_experiment(session, head):
+            raise
+    store.find_trial(store.find_experiment(session, head), tail)  # else: its trials
+    how = {"logs": f"labcoat logs {head} --trial {tail}",
+           "logs templates": f"labcoat logs templates {head} --trial {tail}",
+           "export": f"labcoat export {head} (every line names its trial)"}.get(
+        verb, f"labcoat {verb} {head}; one trial: labcoat show {ref} --provenance")
+    raise LabcoatError(f"`labcoat {verb}` takes an experiment, and {ref!r} names trial "
+                       f"{tail!r} of {head!r}: {how}")
+
+
+def known_experiment(session: Session, name: str) -> bool:
+    """Whether the store holds an experiment named (or numbered) `name`."""
+    from labcoat import store
+
+    try:
+        store.find_experiment(session, name)
+    except LabcoatError:
+        return False
+    return True
+
+
 def read_only_file() -> Path | None:
     """The SQLite store's file when this process may read but not write it (the file, or
     its directory, where SQLite keeps its journal); None otherwise. Read verbs then open it

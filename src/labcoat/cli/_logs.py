@@ -6,7 +6,14 @@ from typing import Annotated, Any
 
 import typer
 
-from labcoat.cli._common import JsonFlag, console, print_json, store_session
+from labcoat.cli._common import (
+    JsonFlag,
+    console,
+    find_experiment,
+    known_experiment,
+    print_json,
+    store_session,
+)
 from labcoat.errors import LabcoatError
 
 
@@ -49,14 +56,12 @@ def logs(
     with store_session() as session:
         if experiment == "templates":
             _templates_needs_experiment(session)
-        exp = store.find_experiment(session, experiment)
+        exp = find_experiment(session, experiment, "logs")
         trials = list(exp.trials) if trial is None else [store.find_trial(exp, trial)]
         events = store.log_lines(session, [t.id for t in trials])
         if rank is not None:  # the capture's rank, else the one the line names ([rank3]:)
-            from labcoat.diagnose import rank_of
-
-            events = [e for e in events
-                      if (e.rank if e.rank is not None else rank_of(e.message)) == rank]
+            events = _at_rank(events, rank, exp.name if trial is None else
+                              f"{exp.name}/{trial}")
         keys = {t.id: t.key for t in trials}
         attempts = {a.id: a.number for t in trials for a in t.attempts}
         lines = reports.select_lines(events, keys, attempts, level=level, grep=grep,
@@ -65,6 +70,21 @@ def logs(
         print_json(reports.lines_json(lines))
     else:
         reports.print_lines(lines, console)
+
+
+def _at_rank(events: list[Any], rank: int, where: str) -> list[Any]:
+    """The lines rank `rank` printed; a rank no line names is an error listing those that
+    do (else a typo'd or single-process --rank shows "no lines match")."""
+    from labcoat.diagnose import rank_of
+
+    ranks = [e.rank if e.rank is not None else rank_of(e.message) for e in events]
+    if rank not in ranks:
+        seen = sorted({r for r in ranks if r is not None})
+        known = f"ranks that printed: {', '.join(map(str, seen))}" if seen else \
+            "no line names a rank: its trials ran as one process"
+        raise LabcoatError(f"--rank {rank}: no line of {where} was printed by rank {rank} "
+                           f"({known})")
+    return [e for e, r in zip(events, ranks, strict=True) if r == rank]
 
 
 def _templates_needs_experiment(session: Any) -> None:
@@ -82,10 +102,9 @@ def _log_templates(experiment: str, *, trial: str | None, rank: int | None,
                    level: str | None, grep: str | None, noise: bool, as_json: bool) -> None:
     from labcoat import diagnose as diagnosis
     from labcoat import report as reports
-    from labcoat import store
 
     with store_session() as session:
-        exp = store.find_experiment(session, experiment)
+        exp = find_experiment(session, experiment, "logs templates")
         rows = diagnosis.experiment_templates(session, exp, trial=trial, rank=rank,
                                               level=level, grep=grep, noise=noise)
         name = exp.name
@@ -118,9 +137,14 @@ def diagnose_command(
             raise LabcoatError(f"the trial is given twice ({target!r} and --trial {trial!r}); "
                                "use one: labcoat diagnose EXP/TRIAL")
         experiment, trial = target.rsplit("/", 1)
+        if not experiment or not trial:
+            raise LabcoatError(f"{target!r} names no trial: give EXP/TRIAL, e.g. labcoat "
+                               "diagnose warmup/better-s1 (or EXP for every failed trial)")
     if attempt is not None and trial is None:
         raise LabcoatError("--attempt needs one trial: labcoat diagnose EXP/TRIAL --attempt N")
     with store_session() as session:
+        if experiment != target and attempt is None and known_experiment(session, target):
+            experiment, trial = target, None  # an experiment named "team/exp1"
         exp = store.find_experiment(session, experiment)
         chosen = [diagnosis.find_trial(exp, trial)] if trial is not None else \
             diagnosis.failed_trials(exp) + _diverged(session, exp)

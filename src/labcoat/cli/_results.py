@@ -18,6 +18,7 @@ from labcoat.cli._common import (
     ExpArg,
     JsonFlag,
     console,
+    find_experiment,
     labcoat_command,
     print_json,
     store_location,
@@ -54,7 +55,7 @@ def status(
                 console.print(f"no experiments yet in {escape(store_location())}: "
                               f"{labcoat_command()} run design.yaml", soft_wrap=True)
             return
-        data = reports.status_data(session, store.find_experiment(session, experiment))
+        data = reports.status_data(session, find_experiment(session, experiment, "status"))
     if as_json:
         print_json(reports.mark_interrupted(data, documented=True))
     else:
@@ -73,7 +74,6 @@ def show(
 ) -> None:
     """One experiment: its design and every trial with status, attempts and params."""
     from labcoat import report as reports
-    from labcoat import store
 
     if provenance:
         show_provenance(experiment, as_json=as_json, diff=diff)
@@ -86,7 +86,7 @@ def show(
                            "--provenance` shows what it ran with, `labcoat show "
                            f"{experiment.split('/')[0]}` the whole experiment")
     with store_session() as session:
-        exp = store.find_experiment(session, experiment)
+        exp = find_experiment(session, experiment, "show")
         data = reports.status_data(session, exp)
         design = exp.design_yaml
     if as_json:
@@ -114,7 +114,7 @@ def export(
         raise LabcoatError("--metric selects metric points; with --items every eval item is "
                            "exported (leave out one of them)")
     with store_session() as session:
-        exp = store.find_experiment(session, experiment)
+        exp = find_experiment(session, experiment, "export")
         trials = {t.id: t for t in exp.trials}
         out = sys.stdout
         if not items:
@@ -179,19 +179,18 @@ def report(experiment: ExpArg, as_json: JsonFlag = False,
                "offline) to this file; needs labcoat[ui]")] = None) -> None:
     """Per-arm results with 95% CIs, variant-vs-control differences, and the verdict."""
     from labcoat import report as reports
-    from labcoat import store
 
     if html is not None and as_json:
         raise LabcoatError(f"--json and --html {html} print different things; use one: "
                            f"labcoat report {experiment} --json, or --html {html}")
     if html is not None:  # the HTML report (issue 11): web-ready page, same analysis
         with store_session() as session:
-            size = reports.write_html_report(session, store.find_experiment(session, experiment),
-                                             html)
+            size = reports.write_html_report(
+                session, find_experiment(session, experiment, "report"), html)
         console.print(f"wrote {escape(str(html))} ({size / 1e6:.1f} MB, self-contained)")
         return
     with store_session() as session:
-        analysis = reports.analyze(session, store.find_experiment(session, experiment))
+        analysis = reports.analyze(session, find_experiment(session, experiment, "report"))
     if as_json:
         print_json(reports.analysis_dict(analysis))
     else:

@@ -105,6 +105,12 @@ def replay_trial(ref: str, *, start: int, end: int, probes: list[str] | None = N
             checkpointed = _used_checkpointer(session, trial)
     finally:
         db.close()
+    recorded = metrics.get(verify)
+    if not recorded:
+        names = ", ".join(sorted(metrics)) or "none"
+        raise LabcoatError(f"trial {ref} has no recorded {verify!r} to verify a replay "
+                           f"against; choose --verify METRIC (recorded: {names})")
+    check_range(start, end, max(recorded), ref)
     if not checkpointed:
         raise LabcoatError(
             f"trial {ref} has no checkpoints to replay from: it never used a labcoat "
@@ -113,12 +119,6 @@ def replay_trial(ref: str, *, start: int, end: int, probes: list[str] | None = N
             "ckpt.save(step) every step (labcoat.torch.Checkpointer, docs/checkpoints.md) "
             f"and run it again; to re-execute this trial whole and compare its metrics, use "
             f"`labcoat rerun {ref}`")
-    recorded = metrics.get(verify)
-    if not recorded:
-        names = ", ".join(sorted(metrics)) or "none"
-        raise LabcoatError(f"trial {ref} has no recorded {verify!r} to verify a replay "
-                           f"against; choose --verify METRIC (recorded: {names})")
-    check_range(start, end, max(recorded), ref)
     plan = plan_segments(start, end, segments, kept)
     out_dir = _recreate.scratch_dir("runs", experiment.name, trial.key, "replays")
     with recorded_code(provenance.get("code") or {}, out_dir) as code:
