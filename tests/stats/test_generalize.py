@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.power import normal_power
 
-from labcoat.stats._generalize import VERDICTS, generalization, z_power
+from labcoat.stats._generalize import VERDICTS, generalization, t_power, z_power
 from labcoat.stats._meta import random_effects
 from labcoat.stats._multiple import adjust
 from labcoat.stats._types import Difference
@@ -80,8 +80,9 @@ def test_not_enough_data_is_never_called_no_effect() -> None:
     result = generalization(NULL_NOISY, smallest_effect=0.01)
     assert result.verdict == "not enough data to tell"
     assert result.power is not None and result.power < 0.8
-    assert result.summary.startswith(f"not enough data to tell (power {result.power:.2f} to "
-                                     "detect Δ=0.01)")
+    assert result.summary.startswith("not enough data to tell (an effect of Δ=0.01 is not "
+                                     f"ruled out (equivalence test p={result.equivalence_p:.3g})"
+                                     f"; power {result.power:.2f} to detect Δ=0.01)")
 
 
 def test_without_a_smallest_effect_nothing_significant_is_not_enough_data() -> None:
@@ -92,16 +93,89 @@ def test_without_a_smallest_effect_nothing_significant_is_not_enough_data() -> N
     assert "no smallest effect declared" in result.summary
 
 
-def test_power_rule_declares_no_effect_even_when_the_ci_reaches_past_delta() -> None:
-    """Pooled estimate 1.5 SE with delta = 3 SE: not significant (z = 1.5), the CI reaches
-    past delta, but power Phi(3 - 1.96) = 0.85 >= 0.8, so "no detectable effect"."""
-    se = 0.01 * np.sqrt(2)  # two equal tasks: pooled SE 0.01
-    result = generalization(_tasks([0.015, 0.015], [se, se]), smallest_effect=0.03)
+def test_power_alone_never_declares_no_effect() -> None:
+    """Issue 30: high power is not evidence of no effect. Pooled estimate 1.5 SE with
+    delta = 3 SE over 4 equal tasks: not significant, and the z power to see delta
+    (Phi(3 - 1.96) = 0.85) passed the old rule's 0.8, which said "no detectable effect";
+    the pooled interval still reaches past delta, so the equivalence test cannot rule it
+    out. This expectation replaces the old one, which was the defect."""
+    se = 0.02  # four equal tasks: pooled SE 0.01
+    result = generalization(_tasks([0.015] * 4, [se] * 4), smallest_effect=0.03)
     assert result.pooled.se == pytest.approx(0.01)
+    assert z_power(0.03, 0.01, 0.05) == pytest.approx(0.851, abs=1e-3)  # the old rule's 0.85
     assert result.pooled.high > 0.03
-    assert result.power == pytest.approx(0.851, abs=1e-3)
-    assert result.verdict == "no detectable effect"
-    assert "power 0.85" in result.reason
+    assert result.verdict == "not enough data to tell"
+    tost = max(stats.t(3).sf((0.015 + 0.03) / 0.01), stats.t(3).cdf((0.015 - 0.03) / 0.01))
+    assert result.equivalence_p == pytest.approx(tost)
+    assert "not ruled out" in result.reason
+
+
+@pytest.mark.parametrize(("estimates", "ses"), [
+    ([0.10, -0.05, 0.02], [0.01, 0.02, 0.015]),
+    ([0.03, -0.02, 0.01, 0.04, -0.03], [0.01, 0.02, 0.015, 0.01, 0.02]),
+    ([0.004, 0.005, 0.003], [0.02, 0.03, 0.025]),  # Q < k - 1: HKSJ below DL, modified
+])
+def test_pooled_interval_and_equivalence_match_statsmodels_hksj(estimates, ses) -> None:
+    """The pooled interval is statsmodels' combine_effects(method_re="dl", use_t=True)
+    "random effect wls" row (HKSJ, t(k-1)) whenever its SE is not below the DL one, and
+    the DL-width t(k-1) interval otherwise (the modified HKSJ); the equivalence p-value is
+    the two one-sided t(k-1) tests on that SE."""
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    k = len(estimates)
+    y, v = np.array(estimates), np.array(ses) ** 2
+    result = generalization(_tasks(estimates, ses), smallest_effect=0.15)
+    ref = combine_effects(y, v, method_re="dl", use_t=True)
+    if ref.tau2 < 0:  # statsmodels' DL does not truncate tau^2 at 0; labcoat does: by hand
+        w = 1 / v
+        mean, sd_re = float(np.sum(w * y) / np.sum(w)), float(np.sqrt(1 / np.sum(w)))
+        sd_hksj = float(np.sqrt(np.sum(w * (y - mean) ** 2) / ((k - 1) * np.sum(w))))
+        assert sd_hksj < sd_re  # the case the modification is for
+    else:
+        mean, sd_re, sd_hksj = ref.mean_effect_re, ref.sd_eff_w_re, ref.sd_eff_w_re_hksj
+        row = ref.summary_frame().loc["random effect wls"]
+        assert sd_hksj >= sd_re
+        assert (result.pooled.low, result.pooled.high) == pytest.approx(
+            (row["ci_low"], row["ci_upp"]))
+    se = max(float(sd_hksj), float(sd_re))
+    q = stats.t.ppf(0.975, k - 1)
+    assert result.pooled.estimate == pytest.approx(mean)
+    assert (result.pooled.low, result.pooled.high) == pytest.approx((mean - q * se,
+                                                                     mean + q * se))
+    law = stats.t(k - 1)
+    tost = max(law.sf((mean + 0.15) / se), law.cdf((mean - 0.15) / se))
+    assert result.equivalence_p == pytest.approx(tost)
+    if not (result.wins or result.losses or result.pooled.excludes_zero()):
+        assert (result.verdict == "no detectable effect") == (tost < 0.05)
+
+
+def test_issue_30_no_true_effect_is_not_helps_broadly() -> None:
+    """Three tasks, 5 seeds per arm, no true effect: Welch per task, then the DL normal
+    interval, as the report pooled them before, excludes 0 on this draw ("helps
+    broadly"); the modified HKSJ interval does not."""
+    rng = np.random.default_rng(2030)
+    for _ in range(2000):
+        per_task = {f"t{i}": _quiet_welch(rng.normal(0, 1, 5), rng.normal(0, 1, 5))
+                    for i in range(3)}
+        y = [d.estimate for d in per_task.values()]
+        old = random_effects(y, [d.se**2 for d in per_task.values()])
+        if old.low > 0 and all(d.estimate > 0 for d in per_task.values()):
+            break
+    else:
+        raise AssertionError("no draw where the old pooled interval excluded 0")
+    result = generalization(per_task, smallest_effect=1.0)
+    assert result.verdict != "helps broadly"
+    assert result.pooled.low < 0 < result.pooled.high
+
+
+def _quiet_welch(a, b):
+    import warnings
+
+    from labcoat.stats import StatsWarning, welch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StatsWarning)
+        return welch(a, b)
 
 
 @pytest.mark.parametrize(("effect", "se", "alpha"), [(0.01, 0.005, 0.05), (0.02, 0.004, 0.01),
@@ -112,12 +186,24 @@ def test_power_matches_statsmodels_normal_power(effect: float, se: float, alpha:
 
 
 def test_pooled_effect_and_power_come_from_random_effects() -> None:
-    """pooled = random_effects(estimates, se^2, method) at 1 - alpha; power uses its SE."""
+    """pooled = random_effects(estimates, se^2, method, knapp_hartung="modified") at
+    1 - alpha; power is the t(k-1) test's with its SE."""
     result = generalization(MIXED, smallest_effect=0.05, alpha=0.1, tau2_method="pm")
     estimates = [d.estimate for d in MIXED.values()]
-    expected = random_effects(estimates, [d.se**2 for d in MIXED.values()], method="pm", ci=0.9)
+    expected = random_effects(estimates, [d.se**2 for d in MIXED.values()], method="pm", ci=0.9,
+                              knapp_hartung="modified")
     assert result.pooled == expected
-    assert result.power == pytest.approx(z_power(0.05, expected.se, 0.1))
+    assert result.power == pytest.approx(t_power(0.05, expected.se, 0.1, 4))
+
+
+@pytest.mark.parametrize(("effect", "se", "alpha", "df"), [(0.01, 0.005, 0.05, 2),
+                                                           (0.02, 0.004, 0.01, 4)])
+def test_t_power_matches_statsmodels(effect: float, se: float, alpha: float, df: int) -> None:
+    """Two-sided t power equals statsmodels' TTestPower with nobs = 1 and df given."""
+    from statsmodels.stats.power import TTestPower
+
+    ref = TTestPower().power(effect / se, nobs=1, alpha=alpha, df=df)
+    assert t_power(effect, se, alpha, df) == pytest.approx(ref)
 
 
 def test_wins_use_family_adjusted_intervals() -> None:

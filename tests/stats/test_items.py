@@ -318,13 +318,14 @@ def _agresti_min_reference(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_binary_paired_scores_get_the_agresti_min_interval(seed: int) -> None:
-    """0/1 scores near p = 0.9: bounds equal the weighted-data Agresti-Min reference;
-    estimate, se and p-value stay the CLT ones; formula='clt' restores the CLT bounds."""
+    """0/1 scores near p = 0.9, formula='agresti-min' (no longer the default: issue 30):
+    bounds equal the weighted-data Agresti-Min reference; estimate, se and p-value stay
+    the CLT ones; formula='clt' restores the CLT bounds."""
     rng = np.random.default_rng(seed)
     d = rng.beta(9, 1, 40)
     a = (rng.random(40) < d).astype(float)
     b = (rng.random(40) < np.minimum(d + 0.05, 1)).astype(float)
-    result = paired_difference(a, b)
+    result = paired_difference(a, b, formula="agresti-min")
     clt = paired_difference(a, b, formula="clt")
     assert result.method == "paired-agresti-min"
     assert (result.low, result.high) == pytest.approx(_agresti_min_reference(a, b))
@@ -341,7 +342,7 @@ def test_agresti_min_hand_checked() -> None:
     a = np.ones(20)
     a[0] = 0.0
     b = np.ones(20)
-    result = paired_difference(a, b)
+    result = paired_difference(a, b, formula="agresti-min")
     half = stats.norm.ppf(0.975) * math.sqrt((2 / 22 - 1 / 22**2) / 22)
     assert (result.low, result.high) == pytest.approx((1 / 22 - half, 1 / 22 + half))
     assert result.estimate == pytest.approx(0.05)
@@ -349,11 +350,17 @@ def test_agresti_min_hand_checked() -> None:
 
 def test_no_discordant_pairs_still_give_a_nonzero_interval() -> None:
     """Both models right on all 30 items: the CLT interval collapses to [0, 0]; Agresti-Min
-    keeps +- z sqrt(1/32)/32 (half a discordant pair each way)."""
-    result = paired_difference(np.ones(30), np.ones(30))
+    keeps +- z sqrt(1/32)/32 (half a discordant pair each way); the default (Tango's score
+    interval) gives +- z^2 / (n + z^2), where Tango's score -sqrt(n d / (1 - d)) with no
+    discordant pair reaches z."""
+    result = paired_difference(np.ones(30), np.ones(30), formula="agresti-min")
     half = stats.norm.ppf(0.975) * math.sqrt(1 / 32) / math.sqrt(32)
     assert (result.low, result.high) == pytest.approx((-half, half))
     assert result.se == 0.0
+    default = paired_difference(np.ones(30), np.ones(30))
+    z2 = stats.norm.ppf(0.975) ** 2
+    assert (default.low, default.high) == pytest.approx((-z2 / (30 + z2), z2 / (30 + z2)))
+    assert default.p_value == 1.0
 
 
 def test_agresti_min_only_for_binary_independent_items() -> None:

@@ -300,10 +300,10 @@ def test_agresti_min_intervals_are_widened_about_their_centre_without_a_warning(
     rng = np.random.default_rng(0)
     a = (rng.random(40) < 0.9).astype(float)
     b = (rng.random(40) < 0.95).astype(float)
-    d = paired_difference(a, b)
+    d = paired_difference(a, b, formula="agresti-min")
     assert d.method == "paired-agresti-min"
     with warnings.catch_warnings():
         warnings.simplefilter("error", StatsWarning)
         adj = adjust([d, _diff(0.1, 0.05, 10)], "bonferroni")[0]
-    direct = paired_difference(a, b, ci=1 - 0.05 / 2)
+    direct = paired_difference(a, b, ci=1 - 0.05 / 2, formula="agresti-min")
     assert (adj.low, adj.high) == pytest.approx((direct.low, direct.high))

@@ -131,8 +131,30 @@ def test_supported_and_negligible() -> None:
 def test_refuted_when_significant_the_other_way() -> None:
     d = diff(-0.3, 0.05)
     assert verdict(d).decision == "refuted"
-    # A tiny opposite effect is still refuted, not "negligible" (that is for the predicted way).
-    assert verdict(d, smallest_effect=0.5).decision == "refuted"
+    # An opposite effect reaching past -delta is refuted: [-0.398, -0.202] reaches -0.35.
+    assert verdict(d, smallest_effect=0.35).decision == "refuted"
+    # A tiny opposite effect whose whole interval lies inside +-delta is negligible, as a
+    # tiny effect the predicted way is (issue 30; it used to be "refuted", the defect).
+    v = verdict(d, smallest_effect=0.5)
+    assert v.decision == "negligible" and "against the prediction" in v.reason
+
+
+@pytest.mark.parametrize("sign", [+1, -1])
+def test_a_tiny_effect_reads_the_same_whichever_its_sign(sign: int) -> None:
+    """Issue 30: a drop of 0.002 with smallest effect 0.02 was REFUTED while a rise of 0.002
+    was NEGLIGIBLE. Seeds with a 0.002 shift and SD 0.0005: scipy's Welch test says
+    significant and its 95% interval lies inside +-0.02, so both signs are negligible."""
+    base = np.array([0.500, 0.5005, 0.4995, 0.5010, 0.4990, 0.5000, 0.5002, 0.4998])
+    shifted = base[::-1] + sign * 0.002
+    ref = sps.ttest_ind(shifted, base, equal_var=False)
+    ref_ci = ref.confidence_interval(0.95)
+    assert ref.pvalue < 0.05 and -0.02 < ref_ci.low and ref_ci.high < 0.02
+    d = quiet(stats.welch, base, shifted)
+    assert (d.low, d.high, d.p_value) == pytest.approx((ref_ci.low, ref_ci.high, ref.pvalue))
+    for direction in ("increase", "decrease"):
+        assert verdict(d, direction=direction, smallest_effect=0.02).decision == "negligible"
+    # Without a smallest effect the sign decides, as before.
+    assert verdict(d).decision == ("supported" if sign > 0 else "refuted")
 
 
 def test_direction_decrease_mirrors_increase() -> None:
@@ -143,7 +165,9 @@ def test_direction_decrease_mirrors_increase() -> None:
     assert verdict(diff(-0.3, 0.05), direction="decrease",
                    smallest_effect=0.35).decision == "supported"
     assert verdict(diff(0.3, 0.05), direction="decrease",
-                   smallest_effect=0.5).decision == "refuted"
+                   smallest_effect=0.5).decision == "negligible"  # inside +-0.5: either sign
+    assert verdict(diff(0.3, 0.05), direction="decrease",
+                   smallest_effect=0.35).decision == "refuted"
     assert verdict(diff(-0.1, 0.1), direction="decrease",
                    smallest_effect=0.5).decision == "no-effect"
 

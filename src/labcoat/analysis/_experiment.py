@@ -120,9 +120,13 @@ def verdict_word(decision: str) -> str:
 
 def analyze(session: Session, experiment: Experiment) -> Analysis:
     """Everything the report shows, computed from the store; StatsWarnings are collected."""
+    rule = (experiment.analysis_plan or {}).get("plan", {}).get("sequential")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StatsWarning)
         analysis = _analyze(session, experiment)
+        if rule and analysis.results:  # its warnings (a discrete metric) are report lines too
+            analysis.sequential = _sequential(session, experiment, analysis.results[0], rule)
+            _judge_sequentially(analysis.results[0], analysis.sequential)
     analysis.warnings = _merge_warnings([w.message for w in caught
                                          if issubclass(w.category, StatsWarning)])
     status = status_data(session, experiment)
@@ -130,10 +134,6 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
     analysis.alerts = {t["key"]: t["alerts"] for t in status["trials"] if t["alerts"]}
     analysis.registration = dict(experiment.analysis_plan or {})
     analysis.counts = _counts(experiment)
-    rule = (experiment.analysis_plan or {}).get("plan", {}).get("sequential")
-    if rule and analysis.results:
-        analysis.sequential = _sequential(session, experiment, analysis.results[0], rule)
-        _judge_sequentially(analysis.results[0], analysis.sequential)
     # Seeds a pre-registered sequential rule added are not "added after results were seen"
     # only where the verdict shown is that rule's: any fixed-n verdict on them is biased.
     fixed = [c for r in analysis.results for c in r.comparisons
@@ -168,9 +168,31 @@ def _sequential(session: Session, experiment: Experiment, result: HypothesisResu
         test = stats.SequentialTest(alpha=rule["alpha"] / len(variants), direction=h.direction,
                                     smallest_effect=h.smallest_effect,
                                     max_seeds=rule["max_seeds"])
-        out[variant] = dataclasses.asdict(test.update([a[s] for s in seeds],
-                                                      [b[s] for s in seeds]))
+        control, treated = [a[s] for s in seeds], [b[s] for s in seeds]
+        out[variant] = dataclasses.asdict(test.update(control, treated))
+        out[variant]["power_note"] = _sequential_power_note(
+            np.subtract(treated, control), h.smallest_effect, test.alpha, rule["max_seeds"])
     return out
+
+
+def _sequential_power_note(differences: np.ndarray, delta: float | None, alpha: float,
+                           budget: int) -> str:
+    """Power advice for the sequential rule that decided, simulated (`stats.sequential_power`),
+    never the fixed-n t test's: the rule needs about twice the seeds (issue 30)."""
+    if delta is None or differences.size < 2:
+        return ""
+    sd = float(np.std(differences, ddof=1))
+    if not (math.isfinite(sd) and sd > 0):
+        return ("power advice cannot be given: the seed differences show no variation, so "
+                "their spread is unknown")
+    found = stats.sequential_power(delta, sd=sd, alpha=alpha, max_seeds=budget)
+    needed = (f"{found.seeds_needed} seeds per arm" if found.seeds_needed is not None else
+              f"more than {found.limit} seeds per arm")
+    return (f"the sequential rule's power to detect the smallest effect {delta:g} within "
+            f"the budget of {budget} seeds per arm is {found.power:.2f}; it reaches 80% at "
+            f"{needed} (simulated: t-mixture at alpha {alpha:.3g}, SD of seed differences "
+            f"{sd:.3g}, {found.reps} runs, seed {found.seed}); fixed-n power advice does not "
+            "apply to it")
 
 
 def _judge_sequentially(result: HypothesisResult, sequential: dict[str, Any]) -> None:
@@ -181,20 +203,26 @@ def _judge_sequentially(result: HypothesisResult, sequential: dict[str, Any]) ->
         s = sequential.get(c.variant)
         if s is None:
             continue
-        c.fixed_n = f"{c.verdict} ({c.reason})"
+        fixed_reason = c.reason  # without its fixed-n power advice: no rule here uses it
+        if c.power_note and fixed_reason.endswith(f"; {c.power_note}"):
+            fixed_reason = fixed_reason[: -len(c.power_note) - 2]
+        c.fixed_n = f"{c.verdict} ({fixed_reason})"
         decision = {"no effect": "no-effect"}.get(s["decision"], s["decision"])
         if decision not in stats.DECISIONS:  # "budget spent", "continue"
             decision = "inconclusive"
-        near = s["high"] if h.direction == "increase" else -s["low"]
-        if decision == "supported" and h.smallest_effect and near < h.smallest_effect:
+        delta = h.smallest_effect
+        if decision in ("supported", "refuted") and delta and -delta < s["low"] \
+                and s["high"] < delta:  # either sign, as stats.verdict reads it
             decision = "negligible"
         c.verdict = decision
         c.reason = (f"pre-registered sequential test (anytime-valid, alpha {s['alpha']:.3g} per "
                     f"comparison): {s['reason']}")
+        # The fixed-n power advice does not hold for the sequential rule: replace it.
+        c.power_note = s.get("power_note", "")
         if decision == "negligible":
-            c.reason += (f"; the whole sequence is smaller than the smallest effect worth "
-                         f"having ({h.smallest_effect:g})")
-        elif c.power_note and decision == "inconclusive":
+            c.reason += (f"; the whole sequence lies inside +-{delta:g}, the smallest effect "
+                         "worth having")
+        elif c.power_note and decision == "inconclusive" and s["decision"] != "no variation":
             c.reason += f"; {c.power_note}"
 
 

@@ -9,6 +9,7 @@ the variants, Bonferroni). The rule is pre-registered with the plan.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,10 +49,11 @@ def run_until_decisive(design_path: str | Path, *, max_seeds: int | None = None,
     control, variants = _arms(design)
     limit = max_seeds or _budget_seeds(design)
     alpha = hypothesis.alpha / len(variants)
+    _check_cap(design, design_path, limit, alpha, "--max-seeds" if max_seeds else None)
     tests = {v: stats.SequentialTest(alpha=alpha, direction=hypothesis.direction,
                                      smallest_effect=hypothesis.smallest_effect,
                                      max_seeds=limit) for v in variants}
-    first = max(len(design.seeds), _min_seeds(alpha))
+    first = min(limit, max(len(design.seeds), _min_seeds(alpha)))
     seeds = _seed_list(design.seeds, first)
     step = round_size or parallelism or design.parallelism or 2
     outcome = SequentialOutcome(0, seeds)
@@ -64,7 +66,12 @@ def run_until_decisive(design_path: str | Path, *, max_seeds: int | None = None,
             extra_seeds=seeds[len(design.seeds):], sequential=sequential_rule(design, limit),
             executor=executor, monitors=standard_monitors()))
         amend = None  # amended once, on the first round
-        outcome.results = _judge(design, hypothesis, control, tests)
+        with warnings.catch_warnings(record=True) as caught:  # lines of output, not raw
+            warnings.simplefilter("always", stats.StatsWarning)
+            outcome.results = _judge(design, hypothesis, control, tests)
+        for found in dict.fromkeys(str(w.message) for w in caught
+                                   if issubclass(w.category, stats.StatsWarning)):
+            console.print(f"  warning: {found}", soft_wrap=True, markup=False)
         for variant, result in outcome.results.items():
             console.print(f"  {variant} vs {control}: {result.decision} - {result.reason}",
                           soft_wrap=True, markup=False)
@@ -88,6 +95,27 @@ def _arms(design: Design) -> tuple[str, list[str]]:
     control = design.control
     variants = [a.name for a in spec.arm_specs(design) if not a.control]
     return control, variants
+
+
+def _check_cap(design: Design, path: str | Path, limit: int, alpha: float,
+               flag: str | None) -> None:
+    """The cap on seeds per arm is a promise: refuse a run that would break it or that
+    could never decide under it (issue 30: `--max-seeds 3` ran 5 seeds per arm)."""
+    source = f"{flag} {limit}" if flag else (
+        f"the budget ({limit} seeds per arm from `budget: max_trials` in {path})"
+        if design.budget is not None and design.budget.max_trials is not None
+        else f"the default cap of {limit} seeds per arm")
+    if len(design.seeds) > limit:
+        raise LabcoatError(
+            f"{path}: `seeds: {len(design.seeds)}` already exceeds {source}, the cap on "
+            f"seeds per arm of --until-decisive; lower `seeds:` in the design (the first "
+            f"round) to at most {limit}, or raise the cap")
+    floor = _min_seeds(alpha)
+    if limit < floor:
+        raise LabcoatError(
+            f"{source} is below {floor}, the fewest seeds per arm at which the sequential "
+            f"test (alpha {alpha:.3g} per comparison) can decide anything: it would run "
+            f"seeds and end inconclusive by construction; use --max-seeds {floor} or more")
 
 
 def _budget_seeds(design: Design) -> int:

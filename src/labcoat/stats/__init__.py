@@ -11,7 +11,7 @@
   power_paired (paired seeds), power_factorial (an effect of a two-level factorial),
   family_alpha (per-comparison alpha under a correction)
 - sequential (seeds in rounds, anytime-valid): SequentialTest, confidence_sequence,
-  sequential_plan
+  sequential_plan, sequential_power
 - families: adjust (Holm, Benjamini-Hochberg, Bonferroni), holm, benjamini_hochberg
 - factorial designs: full_factorial, fractional_factorial (aliasing), factorial_effects,
   suggest_fractional
@@ -83,10 +83,12 @@ from labcoat.stats._seeds import mean_interval, paired_t, welch
 from labcoat.stats._sequential import (
     ConfidenceSequence,
     SequentialPlan,
+    SequentialPower,
     SequentialResult,
     SequentialTest,
     confidence_sequence,
     sequential_plan,
+    sequential_power,
 )
 from labcoat.stats._spread import Spread, spread_of_means
 from labcoat.stats._tests import (
@@ -119,6 +121,7 @@ __all__ = [
     "Profile",
     "ResampledMean",
     "SequentialPlan",
+    "SequentialPower",
     "SequentialResult",
     "SequentialTest",
     "Spread",
@@ -170,6 +173,7 @@ __all__ = [
     "seeds_needed",
     "seeds_needed_from_pilot",
     "sequential_plan",
+    "sequential_power",
     "spread_of_means",
     "suggest_fractional",
     "summarize_curves",

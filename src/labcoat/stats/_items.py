@@ -5,8 +5,9 @@ the CLT gives the standard error of a mean score (Miller 2024, sec. 2.1). Items
 that share a passage or template are correlated, so their SE is cluster-robust
 (sec. 2.2, eq. 4), with a small-sample correction (CR2, Bell & McCaffrey 2002) and t
 quantiles, because few clusters make the plain sandwich too narrow (Cameron & Miller
-2015). 0/1 scores get intervals that hold near p = 0 or 1 (Wilson; Agresti-Min for
-paired, Agresti-Caffo for unpaired differences). Sampling each item K times shrinks
+2015). 0/1 scores get intervals that hold near p = 0 or 1 (Wilson; for paired differences
+the exact McNemar test with a matched Tango score interval, which never disagree;
+Agresti-Caffo for unpaired differences). Sampling each item K times shrinks
 only the within-item part of the variance, by K (sec. 3.1). When two models answer
 the same items, the paired difference removes the item-difficulty variance they share
 (sec. 4.2), which is often most of it; different item sets need the unpaired form (sec. 4.1).
@@ -28,6 +29,7 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import optimize
 from scipy import stats as sps
 
 from labcoat.stats._checks import StatsWarning, check_ci, check_within, clip_to_bounds
@@ -249,7 +251,7 @@ def paired_difference(
     ci: float = 0.95,
     *,
     finite_cluster_correction: bool | ClusterCorrection | None = None,
-    formula: Literal["auto", "clt", "agresti-min"] = "auto",
+    formula: Literal["auto", "clt", "mcnemar", "agresti-min"] = "auto",
 ) -> Difference:
     """mean(b - a) over shared items, with a CLT (or cluster-robust) interval.
 
@@ -262,22 +264,34 @@ def paired_difference(
     (default "CR2" with Bell-McCaffrey degrees of freedom; "CR1"/True, "CR0"/False:
     see `eval_mean`), a t interval and p-value, and a StatsWarning below 20 clusters.
     formula: "auto" (default) uses, for 0/1 scores of both models without
-    clusters, the Agresti-Min interval (Agresti & Min 2005, "Simple improved
-    confidence intervals for comparing matched proportions": add 1/2 to each cell
-    of the 2x2 table of agreements, then the Wald interval), which covers near
-    p = 0 or 1 where the CLT interval does not (benchmarks/coverage.py); "clt"
-    always uses estimate +- z * se; "agresti-min" insists (0/1 scores only).
+    clusters, "mcnemar": the p-value of the exact McNemar test (the two-sided
+    binomial test of the n01 items b got right and a missed among the m = n01 + n10
+    discordant ones, p = min(1, 2 P(Bin(m, 1/2) <= min(n01, n10))), as statsmodels'
+    mcnemar(exact=True); McNemar 1947) and Tango's score interval for the difference
+    (Tango 1998, "Equivalence test and confidence interval for the difference in
+    proportions for the paired-sample design", Stat. Med. 17), whose test at 0 is
+    McNemar's score test; where the exact p-value is >= 1 - ci the interval is
+    extended to reach 0. So p < 1 - ci exactly when the interval excludes 0, and
+    both hold at small n: the CLT test gave p = 0.0495 to 3 discordant items out of
+    10 (exact p = 0.25) and rejected 7-11% of the time under no difference with
+    10-30 items (benchmarks/small_sample_verdicts.py). (Where the asymptotic McNemar
+    p-value exceeds the exact one, which happens only below p = 0.0006, the larger
+    is reported.) "agresti-min" gives the Agresti-Min interval (Agresti & Min 2005:
+    add 1/2 to each cell of the 2x2 table, then the Wald interval) with the CLT
+    p-value; "clt" always uses estimate +- z * se. "mcnemar" and "agresti-min" need
+    0/1 scores on independent items.
 
     The SE is sqrt(Var(b - a) / n) = sqrt((Var(a) + Var(b) - 2 Cov(a, b)) / n)
     (Miller 2024, sec. 4.2): the covariance of the two models' item scores is what
     pairing removes. `correlation` is Pearson corr(a, b) of the item (mean) scores.
-    `estimate`, `se` and `p_value` are those of the CLT (or clustered) analysis in
-    every case; only the Agresti-Min bounds differ. For different item sets use
-    `unpaired_difference`.
+    `estimate` and `se` are those of the CLT (or clustered) analysis in every case;
+    "mcnemar" changes the bounds and the p-value, "agresti-min" only the bounds. For
+    different item sets use `unpaired_difference`.
     """
     check_ci(ci)
-    if formula not in ("auto", "clt", "agresti-min"):
-        raise ValueError(f"formula={formula!r} is not one of 'auto', 'clt', 'agresti-min'")
+    if formula not in ("auto", "clt", "mcnemar", "agresti-min"):
+        raise ValueError(f"formula={formula!r} is not one of 'auto', 'clt', 'mcnemar', "
+                         "'agresti-min'")
     x = _item_matrix(a, "a")
     y = _item_matrix(b, "b")
     if x.shape[0] != y.shape[0]:
@@ -291,9 +305,9 @@ def paired_difference(
     correction = _correction(finite_cluster_correction, clusters is not None)
     xm, ym = x.mean(axis=1), y.mean(axis=1)
     binary = _is_binary(xm) and _is_binary(ym)
-    if formula == "agresti-min" and (not binary or clusters is not None):
+    if formula in ("agresti-min", "mcnemar") and (not binary or clusters is not None):
         raise ValueError(
-            "formula='agresti-min' needs 0/1 scores of both models on independent items "
+            f"formula={formula!r} needs 0/1 scores of both models on independent items "
             "(no clusters); use formula='clt'"
         )
     # Var(b - a) computed from the differences is identical to Var(a) + Var(b) - 2 Cov(a, b).
@@ -305,10 +319,68 @@ def paired_difference(
         return _difference(estimate, math.sqrt(variance), "paired-clustered", d.size, ci, df,
                            correlation=corr)
     result = _difference(estimate, math.sqrt(variance), "paired", d.size, ci, correlation=corr)
-    if binary and formula != "clt":
+    if binary and formula == "agresti-min":
         low, high = _agresti_min(xm, ym, _z(ci))
         result = replace(result, low=low, high=high, method="paired-agresti-min")
+    elif binary and formula != "clt":
+        counts = (int(np.sum((xm == 0) & (ym == 1))), int(np.sum((xm == 1) & (ym == 0))),
+                  int(d.size))
+        p, low, high = mcnemar_interval(*counts, ci=ci)
+        result = replace(result, low=low, high=high, p_value=p, method="paired-mcnemar",
+                         counts=counts)
     return result
+
+
+def mcnemar_interval(n01: int, n10: int, n: int, ci: float = 0.95
+                     ) -> tuple[float, float, float]:
+    """(p, low, high) for the difference p01 - p10 of paired 0/1 scores (see
+    `paired_difference`, formula "mcnemar"): the exact McNemar p-value, and Tango's score
+    interval at level ci, extended to reach 0 when p >= 1 - ci, so the two never disagree.
+
+    n01: items b got right and a missed; n10: the reverse; n: all items.
+    """
+    check_ci(ci)
+    m = n01 + n10
+    if m == 0:
+        p = 1.0
+    else:
+        exact = min(1.0, 2.0 * float(sps.binom.cdf(min(n01, n10), m, 0.5)))
+        score = 2.0 * float(sps.norm.sf(abs(n01 - n10) / math.sqrt(m)))
+        p = max(exact, score)  # they differ only below p = 0.0006 (see the docstring)
+    low, high = _tango(n01, n10, n, _z(ci))
+    if p >= 1 - ci:
+        low, high = min(low, 0.0), max(high, 0.0)
+    return p, low, high
+
+
+def _tango_score(delta: float, n01: int, n10: int, n: int) -> float:
+    """Tango's (1998) score statistic for H0: p01 - p10 = delta. The restricted MLE of
+    p10 maximizes n01 log(p10 + delta) + n10 log p10 + n00_11 log(1 - 2 p10 - delta);
+    its derivative is the quadratic 2n t^2 - B t - C = 0 below. At delta = 0 this is
+    McNemar's (n01 - n10) / sqrt(n01 + n10)."""
+    rest = n - n01 - n10
+    b = n01 * (1 - delta) + n10 * (1 - 3 * delta) - 2 * rest * delta
+    c = n10 * delta * (1 - delta)
+    t = (b + math.sqrt(max(b * b + 8 * n * c, 0.0))) / (4 * n)
+    variance = max((2 * t + delta - delta * delta) / n, 1e-300)
+    return ((n01 - n10) / n - delta) / math.sqrt(variance)
+
+
+def _tango(n01: int, n10: int, n: int, z: float) -> tuple[float, float]:
+    """Tango's score interval {delta : |score(delta)| < z}, each end by root search
+    between the estimate and +-1 (the score falls from +inf to -inf over (-1, 1))."""
+    estimate = (n01 - n10) / n
+    edge = 1 - 1e-12
+
+    def bound(end: float, target: float) -> float:
+        """The root of score = target between the estimate and `end` (+-edge); `end`
+        itself when the score never gets there (the estimate sits at that end)."""
+        gap = lambda x: _tango_score(x, n01, n10, n) - target  # noqa: E731
+        if abs(estimate) >= abs(end) and estimate * end > 0 or gap(end) * gap(estimate) > 0:
+            return math.copysign(1.0, end)
+        return float(optimize.brentq(gap, estimate, end, xtol=1e-12))
+
+    return max(-1.0, bound(-edge, z)), min(1.0, bound(edge, -z))
 
 
 def unpaired_difference(

@@ -17,6 +17,7 @@ import numpy as np
 from scipy import stats as sps
 
 from labcoat.stats._checks import StatsWarning, check_ci
+from labcoat.stats._items import mcnemar_interval
 from labcoat.stats._types import Difference
 
 
@@ -235,6 +236,11 @@ ADJUSTED_WALD = ("paired-agresti-min", "unpaired-agresti-caffo")
 def _interval(d: Difference, level: float, index: int) -> tuple[float, float]:
     if math.isnan(d.se) or d.se < 0:
         raise ValueError(f"difference {index} ({d.method}) has se={d.se}; need a finite SE >= 0")
+    if "paired-mcnemar" in d.method and len(d.counts) == 3:
+        # The same method at the new level: Tango's interval, reaching 0 unless the exact
+        # McNemar test rejects at 1 - level.
+        _, low, high = mcnemar_interval(*d.counts, ci=level)
+        return low, high
     if d.se == 0 or math.isinf(d.se):
         return (d.estimate, d.estimate) if d.se == 0 else (-math.inf, math.inf)
     if d.method in ADJUSTED_WALD:  # rescale about its centre (exact unless cut at +-1)
@@ -260,11 +266,16 @@ def _interval(d: Difference, level: float, index: int) -> tuple[float, float]:
 def macro_average(differences: Sequence[Difference], ci: float = 0.95) -> Difference:
     """Unweighted mean of independent per-task differences (a macro average).
 
-    SE = sqrt(sum se_t^2) / T, since tasks use disjoint items; normal interval.
+    SE = sqrt(sum se_t^2) / T, since tasks use disjoint items; normal interval. One task
+    is its own average: its difference comes back unchanged (at level ci), so a small-n
+    exact test (paired 0/1 items: McNemar) is not replaced by a normal one.
     """
     check_ci(ci)
     if not differences:
         raise ValueError("macro_average needs at least one per-task difference")
+    if len(differences) == 1 and differences[0].ci == ci:
+        only = differences[0]
+        return replace(only, method=f"macro({only.method})")
     t = len(differences)
     estimate = float(np.mean([d.estimate for d in differences]))
     se = float(np.sqrt(sum(d.se**2 for d in differences)) / t)

@@ -95,7 +95,7 @@ from labcoat.stats._power import seeds_needed
 
 Method = Literal["t-mixture", "betting"]
 METHODS = ("t-mixture", "betting")
-DECISIONS = ("continue", "supported", "refuted", "no effect", "budget spent")
+DECISIONS = ("continue", "supported", "refuted", "no effect", "budget spent", "no variation")
 DIRECTIONS = ("increase", "decrease")
 
 # Waudby-Smith & Ramdas 2023: bets truncated at c/m (c/(1-m)) with c = 1/2 keep
@@ -105,8 +105,12 @@ _BET_TRUNCATION = 0.5
 _BET_THETA = 0.5
 _GRID = 2001  # candidate means for the betting CS: a step of 0.1% of the range of d
 
+# Differences whose SD is below this fraction of their size are "all the same": the
+# spread left is floating-point rounding (0.2 - 0.1 != 0.4 - 0.3), not seed noise.
+_FLAT = 1e-9
+
 # Decision codes of the vectorized core (index into DECISIONS).
-_CONTINUE, _SUPPORTED, _REFUTED, _NO_EFFECT, _BUDGET = range(5)
+_CONTINUE, _SUPPORTED, _REFUTED, _NO_EFFECT, _BUDGET, _NO_VARIATION = range(6)
 
 
 # --- public results ----------------------------------------------------------------
@@ -143,6 +147,10 @@ class SequentialResult:
       "supported" / "refuted": the CS excludes 0 on the predicted / the opposite side;
       "no effect": the CS lies inside (-smallest_effect, +smallest_effect);
       "budget spent": max_seeds reached with none of the above (inconclusive);
+      "no variation" (t-mixture): every seed difference is the same value once a verdict
+        would be possible: seed noise was not measured (a script that ignores its seed,
+        or a discrete metric), so the t-mixture cannot judge and more seeds of the same
+        kind will not help; stop, inconclusive. A zero spread is never decisive;
       "continue": add a round.
       A decision is wrong only if the CS misses the true difference, which happens at any
       round with probability <= alpha in total, however many rounds are looked at.
@@ -358,7 +366,12 @@ class SequentialTest:
                 n: int) -> SequentialResult:
         sign = 1 if self.direction == "increase" else -1
         code = int(_decide(np.array([low]), np.array([high]), sign, self.smallest_effect)[0])
-        if code == _CONTINUE and self.max_seeds is not None and n >= self.max_seeds:
+        d = self._variant - self._control
+        flat = (self.method == "t-mixture" and d.size >= 2 and _flat(d)
+                and n >= _t_min_seeds(self.alpha, self.mixture_sd**2))
+        if flat:
+            code = _NO_VARIATION
+        elif code == _CONTINUE and self.max_seeds is not None and n >= self.max_seeds:
             code = _BUDGET
         decision = DECISIONS[code]
         level = f"{100 * (1 - self.alpha):.3g}%"
@@ -369,6 +382,14 @@ class SequentialTest:
             reason = f"{cs} excludes 0: the variant {moved} the metric as predicted"
         elif code == _REFUTED:
             reason = f"{cs} excludes 0: the variant {moved} the metric, against the prediction"
+        elif code == _NO_VARIATION:
+            same = ("both arms gave the same value on every seed"
+                    if _flat(self._control) and _flat(self._variant)
+                    else "every seed difference is the same value")
+            reason = (f"after {n} seeds per arm {same} (difference {estimate:+.4g}): seed "
+                      "noise was not measured, so the test cannot judge and more seeds of the "
+                      "same kind will not help: inconclusive (does the script use its seed? for "
+                      "a discrete metric with a known range use method='betting')")
         elif code == _NO_EFFECT:
             reason = (f"{cs} lies inside +-{self.smallest_effect:g}: any effect is smaller than "
                       "the smallest effect worth having")
@@ -476,6 +497,84 @@ def sequential_plan(
     )
 
 
+@dataclass(frozen=True)
+class SequentialPower:
+    """Power of the sequential rule itself (not of a fixed-n test) to say "supported".
+
+    power: P("supported" by `max_seeds` seeds per arm) at the true difference
+      smallest_effect in the predicted direction (None when no budget was given).
+    seeds_needed: the smallest budget (seeds per arm) at which that probability reaches
+      `target`, or None when it does not by `limit`.
+    target, max_seeds, limit, reps, seed: what was simulated.
+    """
+
+    power: float | None
+    seeds_needed: int | None
+    target: float
+    max_seeds: int | None
+    limit: int
+    reps: int
+    seed: int
+
+
+def sequential_power(
+    smallest_effect: float,
+    *,
+    sd: float,
+    alpha: float = 0.05,
+    max_seeds: int | None = None,
+    target: float = 0.8,
+    mixture_sd: float = 1.0,
+    limit: int = 400,
+    reps: int = 2000,
+    seed: int = 0,
+) -> SequentialPower:
+    """How many seeds per arm the t-mixture rule needs to say "supported" with probability
+    `target` when the true difference is smallest_effect, by simulation of the rule.
+
+    A fixed-n power calculation does not apply to a sequential rule: its intervals are wider
+    than a t interval at every n (the price of looking at every round), so at the seeds a
+    fixed t test needs for 80% power the rule reaches far less (about 30%).
+    sd: standard deviation of the per-seed DIFFERENCES variant - control (paired by seed).
+    The rule is simulated as `SequentialTest` judges a replay: normal differences, a look
+    after every seed, stopping at the first decision ("no effect" needs smallest_effect,
+    which is given). max_seeds: also report the power at this budget. limit: the largest
+    budget searched. reps, seed: Monte-Carlo repetitions and their seed (one seed, one
+    answer).
+    """
+    delta = _smallest_effect(smallest_effect)
+    if delta is None:
+        raise ValueError("smallest_effect=None: give the smallest difference worth having (> 0)")
+    sd = float(sd)
+    if not (math.isfinite(sd) and sd > 0):
+        raise ValueError(f"sd={sd!r} must be a finite SD of seed differences > 0")
+    alpha = _alpha(alpha)
+    if not 0 < target < 1:
+        raise ValueError(f"target={target!r} must be a power in (0, 1), e.g. 0.8")
+    g = _mixture_sd(mixture_sd) ** 2
+    limit = _whole(limit, "limit", 2)
+    reps = _whole(reps, "reps", 1)
+    budget = None if max_seeds is None else _whole(max_seeds, "max_seeds", 2)
+    horizon = max(limit, budget or 0)
+    rng = np.random.default_rng(seed)
+    d = rng.normal(delta, sd, size=(reps, horizon))
+    _, low, high, _ = _paths(d, alpha, "t-mixture", g, None)
+    low, high, _ = _intersect(low, high)
+    codes = _decide(low, high, 1, delta)  # (reps, horizon), a look after every seed
+    decisive = codes != _CONTINUE
+    first = np.where(decisive.any(axis=1), np.argmax(decisive, axis=1), horizon)
+    won = codes[np.arange(reps), np.minimum(first, horizon - 1)] == _SUPPORTED
+    won &= first < horizon
+    # P(supported by n seeds) for n = 1..horizon: the first decision is reached by n and
+    # is "supported" (a run stopped earlier by "no effect" never says supported later).
+    by_n = np.cumsum(np.bincount(first[won], minlength=horizon)[:horizon]) / reps
+    reached = np.flatnonzero(by_n[:limit] >= target)
+    return SequentialPower(
+        power=None if budget is None else float(by_n[budget - 1]),
+        seeds_needed=int(reached[0]) + 1 if reached.size else None,
+        target=float(target), max_seeds=budget, limit=limit, reps=reps, seed=int(seed))
+
+
 # --- vectorized core (benchmarks/sequential.py uses it directly) ---------------------
 
 
@@ -527,7 +626,12 @@ def _t_mixture_paths(d: np.ndarray, alpha: float, g: float) -> tuple[np.ndarray,
     with np.errstate(divide="ignore", invalid="ignore"):
         se = np.sqrt(squares / np.maximum(n - 1, 1) / n)
         radius = _t_radius(n_max, alpha, g)
-        half = np.where(np.isinf(radius), np.inf, radius * se)
+        # Zero spread (all differences equal) measures no noise: such a look carries no
+        # information, not a zero-width interval (issue 30: a script ignoring its seed was
+        # "supported" at the first look). Its interval is the whole line and E_n(0) = 1.
+        flat = (squares <= (_FLAT * np.maximum.accumulate(np.abs(d), axis=1)) ** 2 * n) \
+            & (n >= 2)
+        half = np.where(np.isinf(radius) | flat, np.inf, radius * se)
         # log E_n(0) = -log(c)/2 - (n/2) log((1 - w) + w/c), w = t^2/(nu + t^2)
         # = n mean^2 / (n mean^2 + sum of squares): finite when s = 0 (w = 1, t = inf).
         top = n * estimate**2
@@ -535,6 +639,7 @@ def _t_mixture_paths(d: np.ndarray, alpha: float, g: float) -> tuple[np.ndarray,
     c = 1 + n * g
     log_e = -0.5 * np.log(c) - 0.5 * n * np.log((1 - w) + w / c)
     log_e[:, 0] = 0.0  # one pair: the invariant is a sign, equally likely under both
+    log_e[flat] = 0.0
     return estimate, estimate - half, estimate + half, log_e
 
 
@@ -719,12 +824,18 @@ def _check_in_range(values: np.ndarray, low: float, high: float, name: str,
                          "the data")
 
 
+def _flat(values: np.ndarray) -> bool:
+    """Every value the same, up to floating-point rounding (see _FLAT)."""
+    return bool(np.std(values) <= _FLAT * np.max(np.abs(values)))
+
+
 def _warn_if_discrete(d: np.ndarray, stacklevel: int = 3) -> bool:
     """Warn when one value makes up most differences (a 0/1 metric, or identical arms): the
     t-mixture assumes normal seeds and would read a run of ties as zero spread."""
     if d.size < 4:
         return False
-    _, counts = np.unique(d, return_counts=True)
+    scale = float(np.max(np.abs(d))) or 1.0  # ties up to rounding (0.2 - 0.1, 0.4 - 0.3)
+    _, counts = np.unique(np.round(d / scale, 9), return_counts=True)
     if counts.max() <= d.size / 2:
         return False
     warnings.warn(StatsWarning(

@@ -32,6 +32,10 @@ class Difference:
     correlation: float = float("nan")  # paired comparisons: corr(a, b)
     ci: float = 0.95
     aliases: tuple[str, ...] = ()  # effects this estimate is confounded with (fractions)
+    # Paired 0/1 items ("paired-mcnemar"): (n01, n10, n), the discordant counts (b right
+    # where a missed, a right where b missed) and the items, so an adjusted interval can be
+    # recomputed with the same method (`stats.adjust`).
+    counts: tuple[int, ...] = ()
 
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0

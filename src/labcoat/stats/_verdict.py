@@ -5,10 +5,12 @@ smallest effect worth having, delta, the verdict reads the interval against
 +-delta as well as against 0 (Lakens 2017, "Equivalence Tests"; Schuirmann
 1987's two one-sided tests, TOST):
 
-- significant in the predicted direction: "supported"; but if the whole interval
-  lies on the near side of delta the effect is real and too small to matter:
-  "negligible";
-- significant the other way: "refuted";
+- significant, and the whole interval lies inside (-delta, +delta): the effect is
+  real and too small to matter: "negligible", whichever its sign (a drop of 0.002
+  and a rise of 0.002 against delta = 0.02 read alike);
+- otherwise significant in the predicted direction: "supported";
+- otherwise significant the other way: "refuted" (the interval reaches an effect of
+  at least delta against the prediction);
 - not significant, and TOST rejects |effect| >= delta: "no-effect" (no effect of
   at least delta);
 - otherwise "inconclusive": more data would narrow the interval.
@@ -110,13 +112,16 @@ def verdict(diff: Difference, *, alpha: float = 0.05, direction: Direction = "in
             f"{effect} {shows}, but this fraction aliases the effect with {joined}: the "
             f"estimate is their sum, so it speaks for this effect only if {joined} is "
             "negligible; run the fold-over (the other half-fraction) to separate them"), tost)
+    # Symmetric in the sign: a significant effect whose whole interval lies inside
+    # +-delta is negligible in either direction (issue 30: a drop of 0.002 was "refuted"
+    # where a rise of 0.002 was "negligible").
+    if significant and smallest_effect and -smallest_effect < diff.low \
+            and diff.high < smallest_effect:
+        way = "in the predicted direction" if sign == wanted else "against the prediction"
+        return Verdict("negligible", (
+            f"{effect} < {alpha:g}: a real effect {way}, but the whole interval lies inside "
+            f"+-{smallest_effect:g}, the smallest effect worth having"), tost)
     if significant and sign == wanted:
-        near = diff.high if wanted == 1 else -diff.low  # the interval's end toward delta
-        if smallest_effect and near < smallest_effect:
-            return Verdict("negligible", (
-                f"{effect} < {alpha:g}: a real effect in the predicted direction, but the "
-                f"whole interval is smaller than the smallest effect worth having "
-                f"({smallest_effect:g})"), tost)
         return Verdict("supported", f"{effect} < {alpha:g}, in the predicted direction", tost)
     if significant:
         return Verdict("refuted", f"{effect} < {alpha:g}, opposite to the predicted direction",
