@@ -227,3 +227,80 @@ def test_differences_of_scores_in_0_1_stay_inside_minus_1_1(home):
     assert (c["seeds"]["low"], c["seeds"]["high"]) == pytest.approx((max(ref.low, -1), 1.0))
     for seeds, _ in c["per_task"].values():
         assert -1.0 <= seeds["difference"]["low"] <= seeds["difference"]["high"] <= 1.0
+
+
+# --- issue 30, point 5 ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sign", [+1, -1])
+def test_a_tiny_effect_of_either_sign_is_negligible(home, sign):
+    """A drop of 0.002 with smallest effect 0.02 printed REFUTED, a rise NEGLIGIBLE: now
+    both are negligible (scipy's Welch interval lies inside +-0.02, p < 0.05)."""
+    base = np.array([0.500, 0.5005, 0.4995, 0.5010, 0.4990, 0.5000])
+    other = base[::-1] + sign * 0.002
+    ref = sps.ttest_ind(other, base, equal_var=False)
+    ci = ref.confidence_interval(0.95)
+    assert ref.pvalue < 0.05 and -0.02 < ci.low and ci.high < 0.02
+    name = "up" if sign > 0 else "down"
+    c = _comparison(_store(name, _design(name, 6, ", smallest_effect: 0.02"),
+                           {"base": base, "better": other}))
+    assert c["verdict"] == "negligible"
+    text = cli("report", name, check=True).stdout
+    assert "NEGLIGIBLE" in text and "REFUTED" not in text
+
+
+def test_an_inconclusive_sequential_verdict_gives_the_rules_own_power(home):
+    """The report said "80% power needs 9 seeds per arm" (a fixed paired t test) under a
+    sequential verdict; the rule reaches ~32% there. The advice is now the rule's, the
+    numbers those of stats.sequential_power on the same seed differences."""
+    rng = np.random.default_rng(4)
+    base = rng.normal(0.0, 1.0, 9)
+    better = base + rng.normal(0.3, 1.0, 9)
+    seq = stats.SequentialTest(alpha=0.05, smallest_effect=1.0, max_seeds=9)
+    assert seq.update(base, better).decision == "budget spent"
+    rule = {"method": "t-mixture", "hypothesis": None, "alpha": 0.05, "max_seeds": 9,
+            "paired_by": "seed"}
+    plan = {"hash": "f" * 64, "frozen_at": "2026-12-03T00:00:00", "plan": {"sequential": rule}}
+    report = _store("seqpow", _design("seqpow", 9, ", smallest_effect: 1.0",
+                                      tail="seed_analysis: paired\n"),
+                    {"base": base, "better": better}, plan)
+    c = _comparison(report)
+    sd = float(np.std(better - base, ddof=1))
+    ref = stats.sequential_power(1.0, sd=sd, alpha=0.05, max_seeds=9)
+    assert c["verdict"] == "inconclusive"
+    assert c["power_note"].startswith("the sequential rule's power")
+    assert f"budget of 9 seeds per arm is {ref.power:.2f}" in c["power_note"]
+    assert f"reaches 80% at {ref.seeds_needed} seeds per arm" in c["power_note"]
+    assert c["power_note"] in c["reason"]
+    flat = cli("report", "seqpow", check=True).stdout.replace("\n", " ")
+    assert "80% power needs" not in flat and "80% power needs" not in c["fixed_n"]
+
+
+def test_paired_items_p_value_and_interval_agree_at_small_n(home):
+    """10 items, b right on 3 that a missed, none the other way (both seeds of an arm
+    answer alike): the report said p=0.0495 with a 95% CI of [-0.044, +0.544]. Now the
+    item comparison is the exact McNemar test (statsmodels: p = 0.25) with an interval
+    that covers 0."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    design = """name: items10
+hypothesis: {claim: c, metric: exact_match, source: items, direction: increase}
+command: "python train.py --seed {seed} --q {q}"
+params: {q: 0}
+arms:
+  base: {control: true}
+  better: {params: {q: 1}}
+seeds: 2
+"""
+    right = {"base": [0] * 10, "better": [1, 1, 1] + [0] * 7}
+    trials = [{"key": f"{arm}-s{seed}", "arm": arm, "seed": seed,
+               "metrics": {"exact_match": [(1, float(np.mean(scores)) + 0.01 * seed)]},
+               "items": {"t": {f"q{i}": float(s) for i, s in enumerate(scores)}}}
+              for arm, scores in right.items() for seed in (0, 1)]
+    stored_experiment("items10", design, trials)
+    report = json.loads(cli("report", "items10", "--json", check=True).stdout)
+    items = _comparison(report)["items"]
+    ref = mcnemar([[7, 0], [3, 0]], exact=True).pvalue
+    assert ref == pytest.approx(0.25)
+    assert items["p_value"] == pytest.approx(ref)
+    assert items["low"] < 0 < items["high"]
