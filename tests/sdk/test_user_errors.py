@@ -250,3 +250,18 @@ def test_runner_variables_set_by_hand_to_nonsense_are_named(home, tmp_path):
     assert _last_line(done) == (
         "ValueError: LABCOAT_PARAMS='lr=0.1' is not what `labcoat run` sets; this process is "
         "a trial because LABCOAT_JOURNAL is set: unset both to record an ad-hoc run")
+
+
+def test_the_trainer_integrations_under_the_runner_pass_nothing_to_override(
+        home, tmp_path, monkeypatch):
+    """The Trainer/Lightning callbacks pass the library's seed and settings for an ad-hoc
+    run; in a trial they follow the runner's seed themselves, so init says nothing."""
+    from labcoat.integrations import _common
+
+    journal = tmp_path / "journal.jsonl"
+    monkeypatch.setenv("LABCOAT_JOURNAL", str(journal))
+    monkeypatch.setenv("LABCOAT_SEED", "3")
+    run = _common.trial_run(None, seed=42, params={"learning_rate": 1e-3})
+    run.finish()
+    assert run.seed == 3
+    assert [r["kind"] for _, r in read_journal(journal).records] == ["start", "finish"]

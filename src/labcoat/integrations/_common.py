@@ -42,6 +42,8 @@ def trial_run(run: Run | None, *, seed: int | None, params: Mapping[str, Any]) -
     with `seed` and `params` (the library's own settings)."""
     if run is not None:
         return run
+    if os.environ.get(env.JOURNAL):  # under `labcoat run` the design names the trial (and
+        return init()               # the library follows its seed): nothing to override
     return init(seed=seed, params=dict(params))
 
 
