@@ -28,6 +28,11 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff check src tests
 
+# every benchmark's --quick (seconds each; peer tools that are absent are skipped), two at a
+# time, through benchmarks/_harness.py; full runs: see benchmarks/README.md
+bench: setup
+	$(PY) benchmarks/_harness.py --jobs 2
+
 # the manual (docs/, mkdocs.yml) into site/; strict: a broken link or page fails
 docs: setup
 	$(PY) -m mkdocs build --strict --site-dir site

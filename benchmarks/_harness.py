@@ -273,11 +273,12 @@ class Outcome:
 
 
 def run_all(paths: list[Path], argv: list[str], out: Path, jobs: int = 1,
-            timeout: float = 300.0, echo: bool = True) -> list[Outcome]:
+            timeout: float = 300.0, echo: bool = True, preload: bool = True) -> list[Outcome]:
     """Run each script with `argv` in a forked child, `jobs` at a time; logs and results
     in `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    _preload()
+    if preload:
+        _preload()
     pending, running, done = list(paths), {}, []
     while pending or running:
         while pending and len(running) < jobs:
@@ -335,6 +336,8 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per script")
     p.add_argument("--out", type=Path, default=None,
                    help="logs, JSON results and summary.json (default: a temporary folder)")
+    p.add_argument("--no-preload", action="store_true",
+                   help="import nothing ahead (each child imports what it needs)")
     p.add_argument("--help-only", action="store_true",
                    help="only run each script's --help (every one parses its arguments)")
     args = p.parse_args()
@@ -348,7 +351,8 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="labcoat-bench-"))
     argv = ["--help"] if args.help_only else ["--quick"]
     start = time.monotonic()
-    done = run_all(paths, argv, out, jobs=args.jobs, timeout=args.timeout)
+    done = run_all(paths, argv, out, jobs=args.jobs, timeout=args.timeout,
+                   preload=not args.no_preload)
     bad = [o.script for o in done if o.status in ("failed", "timeout")]
     print(f"{len(done) - len(bad)}/{len(done)} ran ({sum(o.status == 'skipped' for o in done)} "
           f"skipped) in {time.monotonic() - start:.0f} s; logs and results in {out}")

@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="2 clean seeds, 1 per fault "
                         "(what this script's --quick was before the harness)")
     args = bench.shrink(parser.parse_args(argv), seeds=1, fault_seeds=1, steps=60, onset_min=20,
-                        onset_max=30, overhead_steps=40, faults="no_zero_grad,zero_grad_late")
+                        onset_max=30, overhead_steps=40, faults="no_zero_grad,zero_grad_late",
+                        workers=1)
     if args.short:
         args.seeds, args.fault_seeds, args.overhead_steps = 2, 1, 300
     if "detection" not in args.skip:
