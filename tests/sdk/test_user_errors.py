@@ -105,6 +105,7 @@ def test_the_sdk_accepts_the_names_a_design_accepts():
         ("run.log(1, loss=None)", "metric 'loss' at step 1 is None (NoneType); log numbers only"),
         ("run.log(1, loss='0.5')", "is '0.5' (str); log numbers only"),
         ("run.event('note', data=object())", "cannot journal this event record: <object"),
+        ("run.event('note', step=-1)", "run.event: step must be a non-negative integer, got -1"),
         ("run.log_items(1, 'qa', 'abc', [1, 1, 1])",
          "ValueError: run.log_items: item_ids of task 'qa' must be a list (or array) with one "
          "entry per item, got 'abc' (str)"),

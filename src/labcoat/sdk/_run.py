@@ -208,7 +208,7 @@ class Run:
         self._write(
             {
                 "kind": fmt.EVENT,
-                "step": self.step if step is None else step,
+                "step": self.step if step is None else _valid_step(step, "event"),
                 "level": level,
                 "event": event,
                 "message": message,
@@ -242,11 +242,7 @@ class Run:
         self.finish("failed" if exc_type else "done")
 
     def _check_step(self, step: Any, where: str) -> int:
-        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
-            raise ValueError(f"run.{where}: step must be a non-negative integer, got {step!r}")
-        if step > STEP_MAX:
-            raise ValueError(f"run.{where}: step {step} is above 2**63 - 1, the largest the "
-                             "store keeps; log a step count (or tokens seen) that fits")
+        _valid_step(step, where)
         if self.finished:
             raise RuntimeError(
                 f"run.{where} after run.finish(); start a new run with labcoat.init()"
@@ -330,6 +326,16 @@ def init(
         raise ValueError(f"labcoat.init: params must be a dict of the run's settings, got "
                          f"{params!r:.60} ({type(params).__name__}), e.g. params={{'lr': 0.1}}")
     return _adhoc_run(experiment, arm, seed, dict(params or {}), total_steps)
+
+
+def _valid_step(step: Any, where: str) -> int:
+    """`step` as an int the store keeps, or a ValueError naming `where`."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise ValueError(f"run.{where}: step must be a non-negative integer, got {step!r:.60}")
+    if step > STEP_MAX:
+        raise ValueError(f"run.{where}: step {step} is above 2**63 - 1, the largest the "
+                         "store keeps; log a step count (or tokens seen) that fits")
+    return int(step)
 
 
 def _from_env(name: str, parse: Any, default: str | None) -> Any:
