@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/guard.py                 # 10 clean seeds, 3 seeds per fault
     .venv/bin/python benchmarks/guard.py --short         # 2 clean seeds, 1 per fault
-    .venv/bin/python benchmarks/guard.py --quick         # a smoke run: 2 faults, 60 steps
+    .venv/bin/python benchmarks/guard.py --quick         # a smoke run: 2 faults, 40 steps
 
 Every run is a real tinylm training run (the default model, dropout 0.1 so
 that mode bugs matter, ``--steps`` steps) watched by the guard exactly as
@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", choices=("detection", "overhead"), action="append", default=[])
     parser.add_argument("--short", action="store_true", help="2 clean seeds, 1 per fault "
                         "(what this script's --quick was before the harness)")
-    args = bench.shrink(parser.parse_args(argv), seeds=1, fault_seeds=1, steps=60, onset_min=20,
-                        onset_max=30, overhead_steps=40, faults="no_zero_grad,zero_grad_late",
+    args = bench.shrink(parser.parse_args(argv), seeds=1, fault_seeds=1, steps=40, onset_min=15,
+                        onset_max=20, overhead_steps=30, faults="no_zero_grad,zero_grad_late",
                         workers=1)
     if args.short:
         args.seeds, args.fault_seeds, args.overhead_steps = 2, 1, 300
