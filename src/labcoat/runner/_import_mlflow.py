@@ -69,19 +69,24 @@ def _sqlite_runs(db: sqlite3.Connection, path: Path) -> list[ExternalRun]:
         for key, value, run_id in db.execute(f"SELECT key, value, run_uuid FROM {table}"):  # noqa: S608
             if run_id in runs:
                 runs[run_id].keys[f"{table}.{key}"] = value if value is not None else ""
-    # rowid order is write order: at a repeated (step, timestamp) the later row wins.
-    stamp: dict[tuple[str, str, int], int] = {}
-    for run_id, key, step, ts, value, is_nan in db.execute(
-            "SELECT run_uuid, key, step, timestamp, value, is_nan FROM metrics ORDER BY rowid"):
+    # One (run, metric) at a time through MLflow's (run_uuid, key, step) index, ordered so
+    # that at a repeated step the later timestamp (then the later row) is the one kept.
+    pairs = db.execute("SELECT DISTINCT run_uuid, key FROM metrics").fetchall()
+    for run_id, key in sorted(pairs):
         run = runs.get(run_id)
         if run is None:
             continue
-        at = (run_id, key, step)
-        if stamp.get(at, ts) > ts:  # an older timestamp logged later does not replace
-            run.repeated[key] = run.repeated.get(key, 0) + 1
-            continue
-        stamp[at] = ts
-        run.add(key, step, math.nan if is_nan else float(value), ts / 1000.0)
+        rows = db.execute("SELECT step, timestamp, value, is_nan FROM metrics WHERE "
+                          "run_uuid = ? AND key = ? ORDER BY step, timestamp, rowid",
+                          (run_id, key)).fetchall()
+        steps, stamps, values, nans = zip(*rows, strict=True)
+        if any(nans):
+            values = tuple(math.nan if n else v for v, n in zip(values, nans, strict=True))
+        times = [t / 1000.0 for t in stamps]
+        series = dict(zip(steps, zip(map(float, values), times, strict=True), strict=True))
+        if len(series) < len(steps):
+            run.repeated[key] = len(steps) - len(series)
+        run.metrics[key] = series
     return list(runs.values())
 
 
