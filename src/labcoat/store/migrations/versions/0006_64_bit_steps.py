@@ -3,7 +3,10 @@
 Metric points, items and events already keep 64-bit steps, but an attempt's last and
 restored step and a trial's total steps were 32-bit INTEGER, which PostgreSQL caps at
 2**31 - 1: a script logging tokens seen as its step passes that at 2.1B tokens, and the
-runner then failed to record the attempt. SQLite's integers are 64-bit either way.
+runner then failed to record the attempt. SQLite's integers are 64-bit either way, so
+nothing changes there: a batch rebuild of `trial` on SQLite drops the old table, and with
+the store's `PRAGMA foreign_keys=ON` that cascade-deleted every attempt, metric point and
+eval item (tests/store/test_migrations.py upgrades a filled store and counts its rows).
 
 Revision ID: 0006
 Revises: 0005
@@ -22,6 +25,8 @@ _COLUMNS = {"attempt": ("last_step", "restored_step"), "trial": ("total_steps",)
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name == "sqlite":
+        return
     for table, columns in _COLUMNS.items():
         with op.batch_alter_table(table) as batch:
             for column in columns:
@@ -30,6 +35,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "sqlite":
+        return
     for table, columns in _COLUMNS.items():
         with op.batch_alter_table(table) as batch:
             for column in columns:
