@@ -3,6 +3,9 @@
 - ``<!-- generated: cli-reference -->`` becomes every command of the Typer app
   ``labcoat.cli:app``: usage, help, arguments and options, walked from
   ``typer.main.get_command(app)`` (sub-groups such as ``labcoat scaling`` too).
+- ``<!-- generated: guard-rules -->`` becomes the guard's rule table (rule, family,
+  severity, what it catches), from the rules each check declares
+  (``labcoat.torch.guard.guard_rule_table()``): a rule cannot go undocumented.
 - ``<!-- generated: environment -->`` becomes the table of environment
   variables in the docstring of ``labcoat.environment``; a ``LABCOAT_*``
   constant of that module missing from the docstring fails the build.
@@ -22,6 +25,7 @@ from mkdocs.exceptions import PluginError
 
 CLI_MARK = "<!-- generated: cli-reference -->"
 ENV_MARK = "<!-- generated: environment -->"
+RULES_MARK = "<!-- generated: guard-rules -->"
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -29,6 +33,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         markdown = markdown.replace(CLI_MARK, cli_reference())
     if ENV_MARK in markdown:
         markdown = markdown.replace(ENV_MARK, environment_table())
+    if RULES_MARK in markdown:
+        markdown = markdown.replace(RULES_MARK, guard_rules_table())
     return markdown
 
 
@@ -121,4 +127,16 @@ def environment_table() -> str:
     for names, who, text in environment_entries():
         code = ", ".join(f"`{name}`" for name in names.split(", "))
         rows.append(f"| {code} | {who} | {_cell(text).replace('``', '`')} |")
+    return "\n".join(rows) + "\n"
+
+
+# --- guard rules --------------------------------------------------------------------------
+
+
+def guard_rules_table() -> str:
+    guard = importlib.import_module("labcoat.torch.guard")
+    rows = ["| rule | family | severity | catches |", "| --- | --- | --- | --- |"]
+    for r in guard.guard_rule_table():
+        catches = " ".join(r["catches"].split()).replace("|", "\\|")  # backticks stay code
+        rows.append(f"| `{r['rule']}` | `{r['family']}` | {r['severity']} | {catches} |")
     return "\n".join(rows) + "\n"

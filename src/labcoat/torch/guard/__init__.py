@@ -12,7 +12,7 @@ reference runs; `_context` is the per-step state the checks share.
 """
 
 from labcoat.torch.guard._alerts import Alert, GuardError, GuardStop
-from labcoat.torch.guard._guard import Guard, guard_rules, watch
+from labcoat.torch.guard._guard import Guard, guard_rule_table, guard_rules, watch
 from labcoat.torch.guard._guard_config import GuardConfig
 from labcoat.torch.guard._invariants import read_reference_file, write_reference_file
 from labcoat.torch.guard._measure import item_hashes
@@ -23,6 +23,7 @@ __all__ = [
     "GuardConfig",
     "GuardError",
     "GuardStop",
+    "guard_rule_table",
     "guard_rules",
     "item_hashes",
     "read_reference_file",

@@ -22,6 +22,19 @@ Severity = Literal["warning", "error", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("warning", "error", "critical")
 
 
+@dataclass(frozen=True)
+class Rule:
+    """A rule as its check declares it: the severity of its alerts and the bug class it
+    catches (one line). ``docs/guard.md``'s rule table is generated from these."""
+
+    severity: Severity
+    text: str
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"internal: severity {self.severity!r}")
+
+
 def at_least(severity: str, floor: str) -> bool:
     """Whether `severity` is `floor` or worse."""
     return SEVERITIES.index(severity) >= SEVERITIES.index(floor)  # type: ignore[arg-type]

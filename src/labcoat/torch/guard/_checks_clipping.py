@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._context import Check, Context, Step
 
 SAME_RTOL = 1e-5  # a ratio this close to 1 is "left as backward produced it"
@@ -51,8 +52,11 @@ class GradClip(Check):
 
     family = "updates"
     rules = {
-        "grad.partial_clip": "a clip coefficient applied to only part of the gradients: "
-                             "unclipped parameters take oversized steps",
+        "grad.partial_clip": Rule("warning", "between backward and step, some gradients scaled "
+                                             "by one common factor below 1 while others are "
+                                             "exactly as backward left them: clipping applied "
+                                             "to part of the model (one rank's shard, one param "
+                                             "group); off in multi-rank runs"),
     }
     periodic = frozenset({"on_pre_step", "on_post_step"})
 

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._alerts import GuardError, Rule
 from labcoat.torch.guard._context import Check, Context, Forward, Record, Step
 from labcoat.torch.guard._measure import _position_weights, item_hashes, row_hashes
 from labcoat.torch.guard._robust import RobustWindow
@@ -77,17 +77,22 @@ class Data(Check):
 
     family = "data"
     rules = {
-        "data.token_range": "token ids outside an embedding: tokenizer and model do not match",
-        "data.token_shift": "an abrupt change in the token distribution: another tokenizer or "
-                            "vocabulary, the wrong data file",
-        "data.repeated_batch": "the same batch again: a stuck or duplicating data loader",
-        "data.batch_size": "collapsing batch size: a sharding, drop_last or collate bug",
-        "data.label_leak": "labels visible in the inputs: the next-token shift missing",
-        "data.label_offset": "labels shifted twice, realigned mid-run, or no longer matching "
-                             "their inputs at all",
-        "data.label_mask": "the loss mask broke: part of the batch masked out, or padding "
-                           "or prompts trained on",
-        "data.eval_leak": "evaluation items in the training data: contaminated eval",
+        "data.token_range": Rule("critical", "token ids outside an embedding: tokenizer and "
+                                             "model do not match"),
+        "data.token_shift": Rule("warning", "an abrupt change in the token distribution: "
+                                            "another tokenizer, the wrong data file"),
+        "data.repeated_batch": Rule("error", "a batch made of one recent batch's rows (the "
+                                             "previous step's, or any of the last 8 hashed): a "
+                                             "stuck or duplicating loader, or one looping over "
+                                             "a few batches"),
+        "data.batch_size": Rule("warning", "a collapsing batch size: a sharding or collate bug"),
+        "data.label_leak": Rule("error", "labels visible in the inputs: the next-token shift "
+                                         "missing"),
+        "data.label_offset": Rule("error", "labels shifted twice or realigned mid-run"),
+        "data.label_mask": Rule("error", "the share of label positions that count in the loss "
+                                         "jumped from its history: part of the batch masked "
+                                         "out, or padding/prompts trained on"),
+        "data.eval_leak": Rule("error", "registered eval items in the training data"),
     }
 
     periodic = frozenset({"on_forward", "on_pre_step", "on_record", "on_post_step"})

@@ -67,6 +67,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._context import Check, Context, Step
 from labcoat.torch.guard._measure import Transfer, checksums
 
@@ -82,16 +83,18 @@ class Distributed(Check):
 
     family = "distributed"
     rules = {
-        "dist.param_drift": "replicas whose weights differ: a skipped update on one rank, a "
-                            "bad initial broadcast, nondeterminism, memory corruption",
-        "dist.grad_unsynced": "gradients not averaged across replicas: all-reduce missing, "
-                              "no_sync() left on",
-        "dist.step_mismatch": "ranks at different optimizer steps: resumed from different "
-                               "checkpoints, a rank that stepped more or fewer times",
-        "dist.batch_mismatch": "ranks ran different numbers of backward passes: a skipped "
-                               "step or micro-batch on one rank",
-        "dist.straggler": "a rank much slower than the others: data loading, throttling, a "
-                          "noisy neighbour",
+        "dist.param_drift": Rule("critical", "data-parallel replicas whose weights differ "
+                                             "(exact checksums every `distributed_every` steps)"),
+        "dist.grad_unsynced": Rule("error", "gradients not averaged across replicas: all-reduce "
+                                            "missing, `no_sync()` left on"),
+        "dist.step_mismatch": Rule("error", "ranks at different optimizer steps: resumed from "
+                                            "different checkpoints, a rank that stepped more or "
+                                            "fewer times"),
+        "dist.batch_mismatch": Rule("error", "ranks ran different numbers of backward passes: a "
+                                             "skipped step or micro-batch on one rank"),
+        "dist.straggler": Rule("warning", "a rank much slower than the others "
+                                          "(`straggler_ratio` times and at least 20 ms more per "
+                                          "step)"),
     }
     every_step = True  # work times are per step, and every rank must reach each gather
 

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._context import Check, Context, Forward
 
 LISTED = 8  # module names named in the alert
@@ -41,8 +42,11 @@ class AutocastDtype(Check):
 
     family = "numerics"
     rules = {
-        "numerics.autocast_dtype": "a linear layer returns float32 inside an autocast forward: "
-                                   "part of the model silently runs outside mixed precision",
+        "numerics.autocast_dtype": Rule("warning", "an `nn.Linear` returns float32 inside an "
+                                                   "autocast (bf16/fp16) training forward: part "
+                                                   "of the model runs outside mixed precision "
+                                                   "(`autocast(enabled=False)` around it); "
+                                                   "hooked at check steps only"),
     }
     periodic = frozenset({"on_forward"})
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._context import Check, Context, Record
 
 COLLAPSE_P = 1e-9  # a one-class batch this improbable under the labels seen so far collapsed
@@ -38,8 +39,10 @@ class Labels(Check):
 
     family = "labels"
     rules = {
-        "data.label_collapse": "labels collapsed to one class: labels overwritten, a loader "
-                               "mapping every item to one class, the wrong column as labels",
+        "data.label_collapse": Rule("error", "a batch whose labels are all one class, "
+                                             "improbable (< 1e-9) under the labels seen at "
+                                             "earlier check steps: labels overwritten, the "
+                                             "wrong column"),
     }
 
     def __init__(self, ctx: Context) -> None:

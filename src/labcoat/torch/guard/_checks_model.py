@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._context import Check, Context, Forward, Record, Step
 
 PROBE_ROWS = 4
@@ -50,8 +51,10 @@ class Causality(Check):
     """Probe that outputs at positions < t do not depend on inputs at positions >= t."""
 
     family = "model"
-    rules = {"model.causality": "a causal model that sees the future: attention mask missing, "
-                                "is_causal=False, a mask built with the wrong orientation"}
+    rules = {
+        "model.causality": Rule("error", "a causal model that sees the future (with "
+                                         "`causal=True`)"),
+    }
 
     periodic = frozenset({"on_post_step"})  # causal_every is a multiple of check_every
 
@@ -102,9 +105,10 @@ class Recompute(Check):
     """Every N steps, recompute the step's gradients and compare them with ``.grad``."""
 
     family = "model"
-    rules = {"sdc.recompute": "silent data corruption: a step recomputed from the same state "
-                              "gives other gradients (faulty hardware, a bit flip, a "
-                              "nondeterministic kernel)"}
+    rules = {
+        "sdc.recompute": Rule("critical", "silent data corruption: a recomputed step gives "
+                                          "other gradients (with `recompute_every`)"),
+    }
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -27,6 +27,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._context import Check, Context, Forward
 
 
@@ -35,10 +36,10 @@ class Modes(Check):
 
     family = "modes"
     rules = {
-        "mode.train_in_eval": "dropout/batch-norm in training mode during evaluation: "
-                              "model.eval() forgotten",
-        "mode.eval_in_train": "dropout/batch-norm in eval mode during training: model.train() "
-                              "never called after an evaluation",
+        "mode.train_in_eval": Rule("error", "dropout/batch-norm in training mode during "
+                                            "evaluation"),
+        "mode.eval_in_train": Rule("error", "dropout/batch-norm in eval mode during training: "
+                                            "eval mode never switched back"),
     }
 
     def __init__(self, ctx: Context) -> None:

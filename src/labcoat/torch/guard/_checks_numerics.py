@@ -36,6 +36,7 @@ import statistics
 import numpy as np
 import torch
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._context import Check, Record, Step
 from labcoat.torch.guard._measure import Transfer
 from labcoat.torch.guard._robust import MAD_TO_SIGMA, RobustWindow
@@ -51,19 +52,25 @@ class Numerics(Check):
 
     family = "numerics"
     rules = {
-        "nonfinite.loss": "NaN/Inf loss: overflow, log(0), a division by zero, a bad batch",
-        "nonfinite.grad": "NaN/Inf gradients: overflowing activations, fp16 without loss "
-                          "scaling, an op with an undefined derivative (sqrt(0), norm of 0)",
-        "nonfinite.param": "NaN/Inf parameters: a bad update was applied",
-        "nonfinite.optimizer_state": "NaN/Inf optimizer state: every later update is poisoned",
-        "loss.spike": "a loss far above its recent median: a bad batch, an instability, "
-                      "corrupted data or weights",
-        "loss.divergence": "a loss climbing over many steps: learning rate too high, broken "
-                           "schedule, data drift",
-        "grad_norm.explosion": "a gradient norm far above its history: instability, a blown-up "
-                               "weight, a wrong loss scale",
-        "grad_norm.collapse": "a gradient norm far below its history or exactly zero: a "
-                              "detached loss, dead units, vanishing gradients",
+        "nonfinite.loss": Rule("critical", "NaN/Inf loss: overflow, log(0), a division by zero, "
+                                           "a bad batch"),
+        "nonfinite.grad": Rule("critical", "NaN/Inf gradients, caught before the update is "
+                                           "applied"),
+        "nonfinite.param": Rule("critical", "NaN/Inf parameters: a bad update was applied"),
+        "nonfinite.optimizer_state": Rule("critical", "NaN/Inf optimizer state: every later "
+                                                      "update is poisoned"),
+        "loss.spike": Rule("warning", "a loss far above its recent median (robust z over a "
+                                      "rolling window; the scale is at least 5% of the starting "
+                                      "loss level, so a hard batch near zero loss is no spike)"),
+        "loss.divergence": Rule("warning", "a loss climbing over many steps: lr too high, "
+                                           "broken schedule, data drift"),
+        "grad_norm.explosion": Rule("warning", "a gradient norm far above its history, 2 "
+                                               "measurements running, or the median of the last "
+                                               "8 measurements 4x the window's (a sustained "
+                                               "jump): instability, a wrong loss scale, noise "
+                                               "added to gradients"),
+        "grad_norm.collapse": Rule("error", "a gradient norm far below its history or exactly "
+                                            "zero: a detached loss, dead units"),
     }
 
     periodic = frozenset({"queue_post", "on_post_step"})

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._checks_modes import _sensitive
 from labcoat.torch.guard._context import Check, Context, Forward
 
@@ -35,8 +36,9 @@ class EvalRandom(Check):
 
     family = "modes"
     rules = {
-        "mode.eval_random": "an evaluation forward draws random numbers (functional dropout or "
-                            "noise not gated on training): noisy, irreproducible eval",
+        "mode.eval_random": Rule("error", "an evaluation forward moved the CPU random "
+                                          "generator: functional dropout or noise not switched "
+                                          "off by `model.eval()`"),
     }
 
     def __init__(self, ctx: Context) -> None:

@@ -39,6 +39,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.utils.spectral_norm import SpectralNorm
 
+from labcoat.torch.guard._alerts import Rule
 from labcoat.torch.guard._context import Check, Context, Forward, Step
 
 
@@ -47,9 +48,13 @@ class TrainOnlyState(Check):
 
     family = "modes"
     rules = {
-        "mode.eval_before_train": "a model evaluated before its first training forward while "
-                                  "train-only state is unset (spectral-norm u/v never "
-                                  "iterated, batch-norm running statistics at 0/1)",
+        "mode.eval_before_train": Rule("warning", "an evaluation through modules whose state "
+                                                  "only training forwards set, while that state "
+                                                  "is still what the constructor left (old "
+                                                  "`spectral_norm` vectors never iterated, "
+                                                  "batch norm with no batch tracked and exactly "
+                                                  "0/1 statistics); a restored checkpoint is "
+                                                  "not flagged"),
     }
     # before step 1 the guard is at step 0, a multiple of check_every, and step 1 is a check
     # step: both callbacks matter only there, so the steps between never call them

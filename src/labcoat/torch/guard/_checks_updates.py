@@ -86,7 +86,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._alerts import GuardError, Rule
 from labcoat.torch.guard._context import Check, Context, Step
 from labcoat.torch.guard._measure import Transfer, checksums
 from labcoat.torch.guard._robust import MAD_TO_SIGMA
@@ -116,33 +116,51 @@ class Updates(Check):
 
     family = "updates"
     rules = {
-        "update.skipped": "optimizer.step() that changes nothing: an optimizer over the wrong "
-                          "parameters, a broken custom optimizer",
-        "update.param_unchanged": "a parameter with a gradient left alone by the step: dropped "
-                                  "from the optimizer, a stale param group",
-        "update.lost": "updates below the dtype's resolution (bf16 weights with a small lr), "
-                       "a zero effective lr",
-        "update.outside_step": "weights written between steps (manual clipping, a stray "
-                               "in-place op, weights reloaded mid-run)",
-        "update.corrupted": "weights that change without any write: silent data corruption "
-                            "(a flipped bit) or a write through .data",
-        "update.norm_jump": "a weight whose norm jumped between check steps far beyond its own "
-                            "history: weights rescaled, overwritten or reloaded, a blown-up update",
-        "optimizer.missing_param": "a parameter that gets gradients but is in no param group "
-                                   "(module added after the optimizer was built)",
-        "optimizer.step_counter": "optimizer state reset or not advancing (Adam bias "
-                                  "correction restarts: a silent lr spike)",
-        "trainable.frozen": "a layer frozen by mistake (requires_grad turned off)",
-        "trainable.unfrozen": "a layer declared frozen that is being trained",
-        "optimizer.duplicate_param": "a parameter in two param groups: updated twice per step",
-        "grad.missing": "parameters that always had a gradient get none: cut off from the "
-                        "loss (.detach(), no_grad, a skipped module), zero_grad() before step()",
-        "grad.not_reset": "missing optimizer.zero_grad(): gradients accumulate across steps",
-        "grad.accumulation": "a changed number of backward passes per optimizer step: skipped "
-                             "optimizer steps, a wrong accumulation condition",
-        "lr.mismatch": "the lr applied differs from the schedule: a scheduler ignored or "
-                       "overwritten",
-        "lr.scheduler_stalled": "scheduler.step() no longer called each step: lr stuck",
+        "update.skipped": Rule("error", "`optimizer.step()` that changes nothing"),
+        "update.param_unchanged": Rule("error", "a parameter with a gradient left alone by the "
+                                                "step"),
+        "update.lost": Rule("error", "updates below the dtype's resolution (bf16 weights, tiny "
+                                     "lr); not judged for a parameter whose gradient fell below "
+                                     "1e-4 of its largest (a fit converged to float precision)"),
+        "update.outside_step": Rule("warning", "weights written between steps (manual clipping, "
+                                               "a stray in-place op)"),
+        "update.corrupted": Rule("critical", "weights that change without any write: a flipped "
+                                             "bit, a write through `.data`"),
+        "update.norm_jump": Rule("error", "a weight's norm jumping between check steps far "
+                                          "beyond its own history: rescaled, overwritten, "
+                                          "reloaded; with no history (from the second check "
+                                          "step on), a norm grown 100x to an RMS above 10: a "
+                                          "weight corrupted once (scaled, an exponent bit "
+                                          "flipped)"),
+        "optimizer.missing_param": Rule("error", "a parameter that gets gradients but is in no "
+                                                 "param group (also one the model gained after "
+                                                 "`watch()`, a module added or replaced: seen "
+                                                 "at the next check step)"),
+        "optimizer.step_counter": Rule("error", "optimizer state reset, reloaded from an "
+                                                "earlier step, or its step counter not "
+                                                "advancing by one per step (judged at every "
+                                                "full step)"),
+        "trainable.frozen": Rule("error", "a layer frozen by mistake after the first step (or "
+                                          "declared trainable and not trained); a freeze "
+                                          "between `watch()` and the first step is taken as "
+                                          "intent"),
+        "trainable.unfrozen": Rule("error", "a layer declared frozen that is being trained"),
+        "optimizer.duplicate_param": Rule("error", "a parameter listed in two param groups: "
+                                                   "updated twice per step"),
+        "grad.missing": Rule("error", "parameters that had a gradient at every step (learned "
+                                      "over the first 8 full steps, ~20 steps after `watch()` "
+                                      "or a resume) get none or an all-zero one: cut off from "
+                                      "the loss (`.detach()`, `torch.no_grad()`, a module "
+                                      "skipped by a flag), or `zero_grad()` between "
+                                      "`backward()` and `step()`; parameters declared "
+                                      "`trainable=[...]` are judged from the first step, so a "
+                                      "cut at step 1 or at a resume is seen"),
+        "grad.not_reset": Rule("error", "missing `optimizer.zero_grad()`: gradients accumulate "
+                                        "across steps"),
+        "grad.accumulation": Rule("error", "backward passes per step changed: a skipped step, a "
+                                           "wrong accumulation condition"),
+        "lr.mismatch": Rule("error", "the lr applied differs from the scheduler's"),
+        "lr.scheduler_stalled": Rule("error", "`scheduler.step()` no longer called"),
     }
 
     periodic = frozenset({"queue_pre", "queue_post"})

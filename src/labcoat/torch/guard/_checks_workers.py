@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._alerts import GuardError, Rule
 from labcoat.torch.guard._context import Check, Context, Step
 
 GENERATORS = ("torch", "numpy", "random")  # one fingerprint slot per worker and generator
@@ -78,8 +78,11 @@ class WorkerRng(Check):
 
     family = "data"
     rules = {
-        "data.worker_rng": "DataLoader workers start with the same random state: random "
-                           "augmentation identical across workers",
+        "data.worker_rng": Rule("error", "two DataLoader workers start with the same torch, "
+                                         "NumPy or `random` state (a `worker_init_fn` seeding "
+                                         "all alike, NumPy state forked): random augmentation "
+                                         "identical across workers; needs `watch(..., "
+                                         "loaders=[loader])` before the loader is iterated"),
     }
     periodic = frozenset({"on_pre_step"})
 

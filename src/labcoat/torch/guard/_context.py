@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._alerts import GuardError, Rule
 from labcoat.torch.guard._guard_config import GuardConfig
 from labcoat.torch.guard._measure import Transfer
 
@@ -299,7 +299,7 @@ class Check:
     """A family of related rules; subclasses override the callbacks they need."""
 
     family: ClassVar[str] = ""
-    rules: ClassVar[dict[str, str]] = {}  # rule -> the bug class it catches
+    rules: ClassVar[dict[str, Rule]] = {}  # rule -> its severity and the bug class it catches
     # callbacks that only act at check steps or the step before one: skipped at other steps
     periodic: ClassVar[frozenset[str]] = frozenset()
     # the step callbacks must see every step (no light steps while this check is active)

@@ -86,6 +86,7 @@ import numbers
 import operator
 import threading
 import time
+import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -138,7 +139,17 @@ _LOG_LEVELS = {"warning": logging.WARNING, "error": logging.ERROR, "critical": l
 
 def guard_rules() -> dict[str, str]:
     """Every rule name -> the bug class it catches (what ``disable=`` accepts, with families)."""
-    return {rule: text for cls in CHECKS for rule, text in cls.rules.items()}
+    return {rule: r.text for cls in CHECKS for rule, r in cls.rules.items()}
+
+
+def guard_rule_table() -> list[dict[str, str]]:
+    """Every rule as its check declares it: ``{"rule", "family", "severity", "catches"}``,
+    in the order of the checks (``docs/guard.md``'s rule table is built from this)."""
+    return [{"rule": rule, "family": cls.family, "severity": r.severity, "catches": r.text}
+            for cls in CHECKS for rule, r in cls.rules.items()]
+
+
+_DECLARED = {rule: r.severity for cls in CHECKS for rule, r in cls.rules.items()}
 
 
 def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *, run: Run | None = None,
@@ -593,8 +604,9 @@ class Guard:
 
     def _emit(self, rule: str, severity: str, message: str, *, step: int,
               evidence: dict[str, Any], subject: str | None) -> None:
-        if severity not in SEVERITIES:
-            raise ValueError(f"internal: severity {severity!r}")
+        if severity != _DECLARED.get(rule, severity) or severity not in SEVERITIES:
+            raise ValueError(f"internal: {rule} raised as {severity!r}, declared "
+                             f"{_DECLARED.get(rule)!r}")
         if not self.enabled(rule):
             return
         key = (rule, subject)
@@ -650,13 +662,29 @@ def _marker(guard: weakref.ref[Guard]) -> Callable[..., None]:
 
 
 def _check_disable(names: tuple[str, ...]) -> set[str]:
+    """`disable=` names: rules and families. A rule prefix that is not a family (``dist``,
+    ``mode``, ``lr``...) still works but is deprecated: it read as a near-duplicate of a
+    family (``dist``/``distributed``) or hid which rules it turns off."""
     rules = guard_rules()
-    families = {cls.family for cls in CHECKS} | {r.split(".")[0] for r in rules}
-    unknown = [n for n in names if n not in rules and n not in families]
+    families: dict[str, set[str]] = {}
+    for cls in CHECKS:
+        families.setdefault(cls.family, set()).update(cls.rules)
+    prefixes: dict[str, set[str]] = {}
+    for rule in rules:
+        prefixes.setdefault(rule.split(".")[0], set()).add(rule)
+    unknown = [n for n in names if n not in rules and n not in families and n not in prefixes]
     if unknown:
         raise GuardError(f"disable: unknown rule or family {', '.join(map(repr, unknown))}; "
                          f"families: {', '.join(sorted(families))}; rules: "
                          f"{', '.join(sorted(rules))}")
+    for name in names:
+        if name in rules or name in families:
+            continue
+        same = [f for f, members in families.items() if members == prefixes[name]]
+        instead = (f"the family {same[0]!r}" if same else
+                   f"the rules {', '.join(map(repr, sorted(prefixes[name])))}")
+        warnings.warn(f"disable={name!r} is a rule prefix, not a family: deprecated, use "
+                      f"{instead}", FutureWarning, stacklevel=4)
     return set(names)
 
 

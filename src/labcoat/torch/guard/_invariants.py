@@ -84,7 +84,7 @@ from typing import Any
 
 import numpy as np
 
-from labcoat.torch.guard._alerts import GuardError
+from labcoat.torch.guard._alerts import GuardError, Rule
 from labcoat.torch.guard._context import Check, Context, Forward, Record, Step
 from labcoat.torch.guard._guard_config import REFERENCE_ENV
 
@@ -141,19 +141,24 @@ class Invariants(Check):
 
     family = "invariant"
     rules = {
-        "invariant.loss_range": "a loss no clean run had at this phase: the model sees the "
-                                "answer (too low) or stopped learning (too high)",
-        "invariant.grad_norm_range": "gradient norms no clean run had at this phase",
-        "invariant.examples_range": "a batch size no clean run had",
-        "invariant.lr_schedule": "an lr schedule that differs from the clean runs'",
-        "invariant.param_updates": "parameters that stopped (or started) changing unlike in "
-                                   "every clean run",
-        "invariant.modes": "modules in a train/eval mode no clean run used for that forward",
-        "invariant.backwards": "a number of backward passes per step no clean run had",
-        "invariant.label_alignment": "labels aligned unlike in every clean run (no shift, "
-                                     "double shift)",
-        "invariant.eval_length": "an evaluation input longer than in every clean run: "
-                                 "generation past its token budget",
+        "invariant.loss_range": Rule("warning", "a loss no clean run had at this phase: the "
+                                                "model sees the answer (too low) or stopped "
+                                                "learning (too high)"),
+        "invariant.grad_norm_range": Rule("warning", "gradient norms no clean run had at this "
+                                                     "phase"),
+        "invariant.examples_range": Rule("warning", "a batch size no clean run had"),
+        "invariant.lr_schedule": Rule("error", "an lr schedule that differs from the clean "
+                                               "runs'"),
+        "invariant.param_updates": Rule("error", "parameters that stopped (or started) changing "
+                                                 "unlike in every clean run"),
+        "invariant.modes": Rule("error", "modules in a train/eval mode no clean run used for "
+                                         "that forward"),
+        "invariant.backwards": Rule("error", "a number of backward passes per step no clean run "
+                                             "had"),
+        "invariant.label_alignment": Rule("error", "labels aligned unlike in every clean run "
+                                                   "(no shift, double shift)"),
+        "invariant.eval_length": Rule("warning", "an evaluation input longer than in every "
+                                                 "clean run: generation past its token budget"),
     }
 
     periodic = frozenset({"on_post_step"})
