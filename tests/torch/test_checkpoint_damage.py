@@ -59,11 +59,11 @@ def run_script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def status(tmp_path: Path) -> str:
+def status(tmp_path: Path, verb: str = "status") -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABCOAT_")}
     env["LABCOAT_HOME"] = str(tmp_path / "home")
     labcoat = str(Path(sys.executable).parent / "labcoat")
-    result = subprocess.run([labcoat, "status", "damage"], cwd=tmp_path, env=env,
+    result = subprocess.run([labcoat, verb, "damage"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     return " ".join(result.stdout.split())  # rich may wrap: compare words
@@ -88,8 +88,9 @@ def test_a_truncated_newest_checkpoint_is_said_and_kept(tmp_path: Path) -> None:
     lines = [x for x in second.stderr.splitlines() if "step 30" in x]
     assert len(lines) == 1 and "truncated" in lines[0] and str(aside) in lines[0]
     assert "resuming from step 20" in second.stderr and "Traceback" not in second.stderr
-    said = status(tmp_path)
-    assert "checkpoint problems (1)" in said and "truncated" in said and str(aside) in said
+    for verb in ("status", "report"):
+        said = status(tmp_path, verb)
+        assert "checkpoint problems (1)" in said and "truncated" in said and str(aside) in said
 
 
 def test_a_manifest_that_is_not_json_is_moved_aside(tmp_path: Path) -> None:
