@@ -28,6 +28,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+# 64-bit on PostgreSQL; SQLite's INTEGER is 64-bit already, and altering a column there
+# means rebuilding its table (migration 0006 leaves SQLite as it is, see its docstring)
+STEP = BigInteger().with_variant(Integer, "sqlite")
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -89,7 +93,7 @@ class Trial(Base):
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     command: Mapped[list[str] | None] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(20), default="pending")
-    total_steps: Mapped[int | None] = mapped_column(BigInteger)
+    total_steps: Mapped[int | None] = mapped_column(STEP)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     experiment: Mapped[Experiment] = relationship(back_populates="trials")
@@ -116,9 +120,9 @@ class Attempt(Base):
     run_dir: Mapped[str | None] = mapped_column(Text)  # journal.jsonl, stdout.log, stderr.log
     journal_offset: Mapped[int] = mapped_column(BigInteger, default=0)
     journal_line: Mapped[int] = mapped_column(Integer, default=0)
-    last_step: Mapped[int | None] = mapped_column(BigInteger)
+    last_step: Mapped[int | None] = mapped_column(STEP)
     # From the journal, for restarts and goodput (unix seconds, trial clock):
-    restored_step: Mapped[int | None] = mapped_column(BigInteger)  # resumed from; 0 = fresh start
+    restored_step: Mapped[int | None] = mapped_column(STEP)  # resumed from; 0 = fresh start
     first_step_time: Mapped[float | None] = mapped_column(Float)  # first logged step
     last_record_time: Mapped[float | None] = mapped_column(Float)  # last journal line
     queued_s: Mapped[float | None] = mapped_column(Float)  # waited for a free slot before start
