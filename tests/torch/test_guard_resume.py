@@ -102,9 +102,22 @@ def test_a_resume_the_guard_cannot_number_says_so_once(tmp_path: Path,
     train_with_checkpoints(tmp_path, 100, track_guard=False)
     with caplog.at_level(logging.WARNING, logger="labcoat.torch.guard"):
         start, guard = train_with_checkpoints(tmp_path, 120, track_guard=False)
-    said = [r.getMessage() for r in caplog.records if "restored after watch()" in r.getMessage()]
+    said = [m for m in (r.getMessage() for r in caplog.records)
+            if "optimizer was restored after watch()" in m]
     assert start == 100 and len(said) == 1
     assert "ckpt.track(..., guard=guard)" in said[0] and "start_step=start" in said[0]
+
+
+def test_pretrained_weights_loaded_after_watch_are_not_a_resume(
+        caplog: pytest.LogCaptureFixture) -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    guard = watch(model, opt)
+    model.load_state_dict(nn.Linear(8, 1).state_dict())  # fine-tuning from a checkpoint
+    with caplog.at_level(logging.WARNING, logger="labcoat.torch.guard"):
+        regression(range(5), model, opt, guard)
+    assert not caplog.records and guard.step == 5
 
 
 def test_a_guard_state_from_another_program_is_refused() -> None:

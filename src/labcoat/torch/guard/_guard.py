@@ -237,11 +237,11 @@ class Guard:
             # changed, so it is walked again at the next check step (not every check step)
             module_hooks.register_module_module_registration_hook(mark),
             module_hooks.register_module_parameter_registration_hook(mark),
-            # a checkpoint restored after watch() (see `_loaded`)
-            model.register_load_state_dict_post_hook(self._model_loaded),
+            # a checkpoint restored after watch(): the optimizer's state is loaded (a model's
+            # alone is not a resume: fine-tuning loads pretrained weights)
             optimizer.register_load_state_dict_post_hook(self._optimizer_loaded),
         ]
-        self._loaded_early = False  # state loaded before the first step, step unknown yet
+        self._loaded_early = False  # optimizer state loaded before the first step, step unknown
         self._registered = False  # a module or parameter was registered since the last walk
         self._losses: list[tuple[int, float]] = []  # (step, loss) of light steps, not yet judged
         self._light_next = False  # the next optimizer step is a light one
@@ -431,11 +431,6 @@ class Guard:
             self._sentinel_reset[i] = not kept
         return None
 
-    def _model_loaded(self, module: nn.Module, incompatible: Any) -> None:
-        """A state loaded into the model before the first step: a resume after watch()."""
-        if not self._ctx.steps_seen and not self.config.start_step:
-            self._loaded_early = True
-
     def _optimizer_loaded(self, optimizer: torch.optim.Optimizer) -> None:
         """A resume after watch(): the optimizer's step counter, if it keeps one, tells how
         many steps were taken, so the guard numbers steps as the loop does (check steps, alert
@@ -460,7 +455,7 @@ class Guard:
     def _warn_unnumbered(self) -> None:
         """First step after a restore whose step the guard could not learn: say so once."""
         self._loaded_early = False
-        message = ("labcoat guard: the model was restored after watch() and the optimizer keeps "
+        message = ("labcoat guard: the optimizer was restored after watch() and keeps "
                    "no step counter, so the guard numbers this run's steps from 1 (its alerts and "
                    "check steps are off by the resumed step); track the guard with the "
                    "checkpoint, ckpt.track(..., guard=guard), or call watch(..., "
