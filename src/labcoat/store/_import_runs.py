@@ -32,7 +32,12 @@ RUNS_IMPORTED_HASH = "imported-runs"
 def import_experiment(session: Session, name: str) -> tuple[Experiment, bool]:
     """The experiment `name` for imported runs, created if new (its design is set by the
     caller). Returns (experiment, created); an experiment `labcoat run`, an ad-hoc script
-    or an item-results import made is refused: their results must not mix."""
+    or an item-results import made is refused: their results must not mix. Call it on a
+    store opened for the import: it enlarges the connection's page cache."""
+    if session.get_bind().dialect.name == "sqlite":
+        # A page cache that holds the index being extended (SQLite's default is 2 MiB): a
+        # million points insert ~1.5x faster. The import's own connection, closed after.
+        session.connection().exec_driver_sql("PRAGMA cache_size = -262144")  # 256 MiB
     exp, created = get_or_create_experiment(session, name=name, design_yaml="",
                                             design_hash=RUNS_IMPORTED_HASH,
                                             require_same_design=False)
