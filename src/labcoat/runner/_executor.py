@@ -101,8 +101,8 @@ class ExecutorSettings:
 
 def setting(what: str, default: Any = None, **kwargs: Any) -> Any:
     """A settings field; `what` completes "--FLAG is ...", e.g. "the Ray cluster's HOST:PORT"."""
-    if isinstance(default, dict | list):
-        kwargs["default_factory"] = type(default)
+    if isinstance(default, dict | list):  # a fresh copy per instance
+        kwargs["default_factory"] = lambda: type(default)(default)
     else:
         kwargs["default"] = default
     return field(metadata={"what": what}, **kwargs)
