@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from labcoat.journal import MAX_RANKS
 
@@ -40,6 +40,47 @@ STREAMS = ("init", "data", "dropout")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Prediction(_Strict):
+    """What you expect before the run, scored afterwards against labcoat's own verdict
+    (`labcoat ledger`, docs/ledger.md). Probabilities lie strictly between 0 and 1: a
+    forecast of exactly 0 or 1 that turns out wrong has an infinite log score."""
+
+    supported: float = Field(gt=0, lt=1, description="your probability that the verdict "
+                             "will be SUPPORTED, e.g. 0.6")
+    refuted: float | None = Field(None, gt=0, lt=1, description="optional: your probability "
+                                  "of REFUTED")
+    inconclusive: float | None = Field(None, gt=0, lt=1, description="optional: your "
+                                       "probability of any other verdict (inconclusive, no "
+                                       "effect, negligible)")
+    effect: float | None = Field(None, description="your best guess of the effect (variant - "
+                                 "control), in the metric's units")
+    interval: tuple[float, float] | None = Field(None, description="your 80% interval for "
+                                                 "the effect, [low, high]")
+    author: str | None = Field(None, min_length=1, description="who forecasts (the ledger "
+                               "scores each author)")
+    tag: str | None = Field(None, min_length=1, description="a topic to score forecasts by, "
+                            "e.g. optimizers")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Prediction:
+        given = [p for p in (self.refuted, self.inconclusive) if p is not None]
+        total = self.supported + sum(given)
+        if len(given) == 2 and abs(total - 1) > 1e-6:
+            raise ValueError(f"supported + refuted + inconclusive = {total:g}; the three "
+                             "outcomes are exhaustive, so they must sum to 1")
+        if total > 1 + 1e-9:
+            raise ValueError(f"the probabilities sum to {total:g}, over 1; lower them")
+        if self.interval is not None:
+            low, high = self.interval
+            if not low < high:
+                raise ValueError(f"interval {list(self.interval)} must be [low, high] with "
+                                 "low < high, e.g. [0.0, 0.04]")
+            if self.effect is not None and not low <= self.effect <= high:
+                raise ValueError(f"effect {self.effect:g} lies outside its interval "
+                                 f"{list(self.interval)}; the guess sits inside its interval")
+        return self
 
 
 class Hypothesis(_Strict):
@@ -74,6 +115,10 @@ class Hypothesis(_Strict):
         "inside it (item scores all in [0, 1] are taken as bounded there)"
     )
     id: str | None = Field(None, pattern=NAME, description="a short name, e.g. H1 (default)")
+    predict: Prediction | None = Field(
+        None, description="what you expect, frozen before the first trial and scored by "
+        "`labcoat ledger`"
+    )
 
     @field_validator("bounds")
     @classmethod

@@ -20,6 +20,9 @@
 - one set of items under k conditions (prompt templates): spread_of_means (range, paired)
 - the verdict on a hypothesis (supported, negligible, refuted, no-effect, aliased,
   inconclusive; equivalence by TOST): verdict, equivalence_p, Verdict, DECISIONS
+- forecasts of outcomes (`labcoat ledger`): brier_score, murphy_decomposition, log_score,
+  crps_normal, crps_interval, reliability_bins, calibration_by_level, spiegelhalter_z,
+  wilson_interval; expected_information (what a test teaches about a claim, in bits)
 - warnings that qualify a result: StatsWarning
 """
 
@@ -44,6 +47,24 @@ from labcoat.stats._factorial import (
 from labcoat.stats._factorial_effects import factorial_effects
 from labcoat.stats._factorial_plan import Suggestion as FactorialSuggestion
 from labcoat.stats._factorial_plan import suggest_fractional
+from labcoat.stats._forecasts import (
+    CALIBRATION_ALPHA,
+    CalibrationTest,
+    LevelCalibration,
+    Murphy,
+    ReliabilityBin,
+    brier_score,
+    calibration_by_level,
+    crps_interval,
+    crps_normal,
+    expected_information,
+    interval_normal,
+    log_score,
+    murphy_decomposition,
+    reliability_bins,
+    spiegelhalter_z,
+    wilson_interval,
+)
 from labcoat.stats._generalize import Generalization, generalization
 from labcoat.stats._items import (
     ResampledMean,
@@ -103,6 +124,22 @@ from labcoat.stats._types import Difference, Interval
 from labcoat.stats._verdict import DECISIONS, Verdict, equivalence_p, verdict
 
 __all__ = [
+    "CALIBRATION_ALPHA",
+    "CalibrationTest",
+    "LevelCalibration",
+    "Murphy",
+    "ReliabilityBin",
+    "brier_score",
+    "calibration_by_level",
+    "crps_interval",
+    "crps_normal",
+    "expected_information",
+    "interval_normal",
+    "log_score",
+    "murphy_decomposition",
+    "reliability_bins",
+    "spiegelhalter_z",
+    "wilson_interval",
     "CORRECTIONS",
     "DECISIONS",
     "Adjusted",
