@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         verdict_word,
     )
     from labcoat.analysis._json import json_safe
+    from labcoat.analysis._ledger import Entry, Ledger, Score, entries_of, ledger, ledger_dict
     from labcoat.analysis._lttb import downsample, lttb
     from labcoat.analysis._page import (
         ReportPage,
@@ -50,6 +51,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_experiment": ("AGGREGATES", "MACRO", "SEED_CAVEAT", "Analysis", "ArmResult", "Comparison",
                     "HypothesisResult", "analyze", "verdict_word"),
     "_json": ("json_safe",),
+    "_ledger": ("Entry", "Ledger", "Score", "entries_of", "ledger", "ledger_dict"),
     "_lttb": ("downsample", "lttb"),
     "_page": ("ReportPage", "page_curves", "report_page", "review_findings", "trial_data"),
     "_scales": ("backtest_summary", "fit_summary", "run_backtest", "scales_data"),

@@ -11,6 +11,7 @@ import typer
 from labcoat.cli import _design, _logs, _reproduce, _results, _run, _ui
 from labcoat.cli._contamination import contamination
 from labcoat.cli._evals import app as evals_app
+from labcoat.cli._ledger import ledger
 from labcoat.cli._main import main
 from labcoat.cli._scaling import app as scaling_app
 
@@ -30,6 +31,7 @@ for verb in (_design.init, _design.lint, _design.plan, _run.run, _results.status
     app.command()(verb)
 app.command("import")(_run.import_command)
 app.command()(_logs.logs)
+app.command()(ledger)
 app.command("diagnose")(_logs.diagnose_command)
 for verb in (_run.demo, _reproduce.rerun, _reproduce.replay, _ui.ui):
     app.command()(verb)

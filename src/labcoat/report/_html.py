@@ -24,6 +24,7 @@ from labcoat.analysis import (
     Comparison,
     HypothesisResult,
     ReportPage,
+    entries_of,
     verdict_word,
 )
 from labcoat.errors import LabcoatError
@@ -136,7 +137,8 @@ class _Renderer:
                     ("review", "Design review", self.review()),
                     ("scaling", "Scaling", self.scaling()),
                     ("incidents", "Incidents, restarts and goodput", self.incidents()),
-                    ("trials", "Trials and how to reproduce them", self.trials())]
+                    ("trials", "Trials and how to reproduce them", self.trials()),
+                    ("changes", "What changed: prior -> result", self.changes())]
         e = self.page.experiment
         nav = "".join(f"<a href='#{sid}'>{title}</a>" for sid, title, _ in sections)
         out = [f"<header><h1>Experiment {escape(e['name'])}</h1>"
@@ -149,6 +151,12 @@ class _Renderer:
         return "".join(out)
 
     # --- sections ---------------------------------------------------------------------
+
+    def changes(self) -> str:
+        """Each hypothesis: the prior frozen before the first trial -> the verdict."""
+        rows = [f"<p class='{'warning' if e.edits else 'change'}'>{escape(e.change)}</p>"
+                for e in entries_of(self.a)]
+        return "".join(rows) or "<p class='note'>no hypothesis.</p>"
 
     def verdicts(self) -> str:
         a = self.a
@@ -192,6 +200,13 @@ class _Renderer:
             for am in plan.get("amendments", []):
                 out.append(f"<p class='warning'>amended {escape(str(am['at'])[:19])} "
                            f"({escape(', '.join(am['changed']))}): {escape(am['reason'])}</p>")
+            for ed in plan.get("prediction_edits", []):
+                when = "after trials started" if ed.get("after_trials") else "before any trial"
+                out.append(f"<p class='warning prediction-edit'>prediction of "
+                           f"{escape(ed['hypothesis'])} EDITED {when} "
+                           f"{escape(str(ed['at'])[:19])}: {escape(str(ed['from']))} &rarr; "
+                           f"{escape(str(ed['to']))} (the ledger scores the prediction stated "
+                           "before the first trial)</p>")
         else:
             out.append("<p class='note'>no pre-registered plan recorded (the experiment "
                        "has not been run by `labcoat run`).</p>")

@@ -18,6 +18,7 @@ from labcoat.analysis import (
     Analysis,
     Comparison,
     HypothesisResult,
+    entries_of,
     json_safe,
     verdict_word,
 )
@@ -72,6 +73,14 @@ def print_report(analysis: Analysis, console: Console) -> None:
                           soft_wrap=True)
             for line in more:
                 console.print(f"[dim]  {escape(line)}[/]", soft_wrap=True)
+    print_changes(analysis, console)
+
+
+def print_changes(analysis: Analysis, console: Console) -> None:
+    """The last lines: what changed, prior -> result, for each hypothesis (issue 33)."""
+    for entry in entries_of(analysis):
+        style = "yellow" if entry.edits else "bold"
+        console.print(f"[{style}]What changed:[/] {escape(entry.change)}", soft_wrap=True)
 
 
 def verdict_statements(c: Comparison) -> list[str]:
@@ -115,6 +124,12 @@ def _print_registration(analysis: Analysis, console: Console) -> None:
         for a in plan.get("amendments", []):
             console.print(f"[yellow]amended[/] {a['at'][:19]} ({', '.join(a['changed'])}): "
                           f"{escape(a['reason'])}", soft_wrap=True)
+        for e in plan.get("prediction_edits", []):
+            when = "after trials started" if e.get("after_trials") else "before any trial"
+            console.print(f"[yellow]prediction of {escape(e['hypothesis'])} EDITED {when}[/] "
+                          f"{e['at'][:19]}: {escape(str(e['from']))} -> {escape(str(e['to']))}"
+                          " (the ledger scores the prediction stated before the first trial)",
+                          soft_wrap=True)
     counts = "; ".join(f"{escape(arm)}: " + ", ".join(f"{n} {s}" for s, n in c.items() if n)
                        for arm, c in analysis.counts.items())
     if counts:

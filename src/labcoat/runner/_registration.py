@@ -5,6 +5,12 @@ Later runs may add trials (more seeds, a new arm) — the report flags those add
 after results were seen — but a changed plan is refused unless the user amends it
 with a reason (`labcoat run --amend "why"`), which the report shows. Trials that
 already exist keep their parameters: changing them would mix two experiments.
+
+Predictions (`predict:` under a hypothesis) freeze with the plan, under their own key
+so that a plan frozen before they existed keeps its hash. Until the first trial starts
+they may change freely (re-frozen, with the time); afterwards a change needs `--amend`
+and is kept as an edit (`prediction_edits`) that every report shows, while
+`original_predictions` keeps what was stated before any trial ran: the ledger scores that.
 """
 
 from __future__ import annotations
@@ -21,19 +27,30 @@ from labcoat.spec import Design, TrialSpec
 from labcoat.store import Experiment
 
 PLAN_KEYS = ("hypotheses", "secondary_metrics", "correction", "seed_analysis", "interactions",
-             "sequential")
+             "sequential", "predictions")
 
 
 def analysis_plan(design: Design) -> dict[str, Any]:
     """What is frozen: the hypotheses (claims, metrics, directions, alphas, smallest
     effects), secondary metrics, the correction of the family and the seed analysis."""
-    return {
-        "hypotheses": [h.model_dump(mode="json") for h in design.all_hypotheses],
+    plan: dict[str, Any] = {
+        "hypotheses": [h.model_dump(mode="json", exclude={"predict"})
+                       for h in design.all_hypotheses],
         "secondary_metrics": list(design.secondary_metrics),
         "correction": design.correction,
         "seed_analysis": design.seed_analysis,
         "interactions": [list(i) for i in design.interactions],
     }
+    predictions = predictions_of(design)
+    if predictions:  # absent otherwise: plans frozen before `predict:` keep their hash
+        plan["predictions"] = predictions
+    return plan
+
+
+def predictions_of(design: Design) -> dict[str, dict[str, Any]]:
+    """Hypothesis id -> its `predict:` (only those that declare one)."""
+    return {str(h.id): h.predict.model_dump(mode="json", exclude_none=True)
+            for h in design.all_hypotheses if h.predict is not None}
 
 
 def plan_hash(plan: dict[str, Any]) -> str:
@@ -57,11 +74,19 @@ def register(session: Session, design: Design, *, text: str, path: str,
         plan["sequential"] = sequential
     digest = plan_hash(plan)
     frozen = experiment.analysis_plan
+    now = store.utcnow().isoformat()
     if created or not frozen:
-        experiment.analysis_plan = {"hash": digest, "plan": plan,
-                                    "frozen_at": store.utcnow().isoformat(), "amendments": []}
+        experiment.analysis_plan = {"hash": digest, "plan": plan, "frozen_at": now,
+                                    "amendments": [], **_original(plan, now)}
     elif frozen["hash"] != digest:
-        experiment.analysis_plan = _amended(design.name, frozen, plan, digest, amend)
+        started = any(t.status != "pending" for t in experiment.trials)
+        if not started and _changed(frozen["plan"], plan) == ["predictions"]:
+            # before the first trial a prediction is still a prediction: freeze it anew
+            experiment.analysis_plan = {**frozen, "hash": digest, "plan": plan,
+                                        **_original(plan, now)}
+        else:
+            experiment.analysis_plan = _amended(design.name, frozen, plan, digest, amend,
+                                                started=started)
     _check_existing_trials(experiment, trials)
     if not created:
         experiment.design_yaml, experiment.design_path = text, path
@@ -70,9 +95,18 @@ def register(session: Session, design: Design, *, text: str, path: str,
     return experiment
 
 
+def _original(plan: dict[str, Any], now: str) -> dict[str, Any]:
+    """The predictions as stated before any trial ran, and when."""
+    return {"original_predictions": plan.get("predictions", {}), "predictions_at": now}
+
+
+def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    return [k for k in PLAN_KEYS if old.get(k) != new.get(k)]
+
+
 def _amended(name: str, frozen: dict[str, Any], plan: dict[str, Any], digest: str,
-             amend: str | None) -> dict[str, Any]:
-    changed = [k for k in PLAN_KEYS if frozen["plan"].get(k) != plan.get(k)]
+             amend: str | None, *, started: bool = True) -> dict[str, Any]:
+    changed = _changed(frozen["plan"], plan)
     if not amend or not amend.strip():
         raise LabcoatError(
             f"the analysis plan of {name!r} was frozen at its first run "
@@ -80,11 +114,19 @@ def _amended(name: str, frozen: dict[str, Any], plan: dict[str, Any], digest: st
             f"{', '.join(changed)}. Keep the plan, or say why it changes: "
             f"labcoat run DESIGN --amend \"reason\" (the report shows every amendment)"
         )
+    at = store.utcnow().isoformat()
     amendments = [*frozen.get("amendments", []), {
-        "at": store.utcnow().isoformat(), "reason": amend.strip(), "changed": changed,
+        "at": at, "reason": amend.strip(), "changed": changed,
         "from": frozen["hash"], "to": digest,
     }]
-    return {**frozen, "hash": digest, "plan": plan, "amendments": amendments}
+    before = frozen["plan"].get("predictions", {})
+    after = plan.get("predictions", {})
+    edits = [*frozen.get("prediction_edits", []), *(
+        {"at": at, "hypothesis": h, "from": before.get(h), "to": after.get(h),
+         "after_trials": started, "reason": amend.strip()}
+        for h in sorted(set(before) | set(after)) if before.get(h) != after.get(h))]
+    return {**frozen, "hash": digest, "plan": plan, "amendments": amendments,
+            "prediction_edits": edits}
 
 
 def _check_existing_trials(experiment: Experiment, trials: list[TrialSpec]) -> None:
