@@ -61,7 +61,8 @@ def test_a_tiny_lr_late_in_a_healthy_run_is_still_a_lost_update() -> None:
 
 
 def train_with_checkpoints(directory: Path, last: int, *, track_guard: bool,
-                           optimizer: str = "sgd", zero_grad_from: int | None = None):
+                           optimizer: str = "sgd", zero_grad_from: int | None = None,
+                           noise: float = 1.0):
     """One process of a resumable run (watch() before restore(), as in the README)."""
     torch.manual_seed(0)
     model = nn.Linear(8, 1)
@@ -73,7 +74,8 @@ def train_with_checkpoints(directory: Path, last: int, *, track_guard: bool,
     start = ckpt.restore()
     for step in range(start + 1, last + 1):
         x = torch.randn(32, 8)
-        loss = nn.functional.mse_loss(model(x), x.sum(1, keepdim=True) + torch.randn(32, 1))
+        y = x.sum(1, keepdim=True) + noise * torch.randn(32, 1)
+        loss = nn.functional.mse_loss(model(x), y)
         if zero_grad_from is None or step < zero_grad_from:
             opt.zero_grad()
         loss.backward()
@@ -95,6 +97,17 @@ def test_a_resumed_guard_numbers_steps_as_the_loop_does(tmp_path: Path, track_gu
     assert start == 100 and guard.step == 160
     first = min(a.step for a in guard.alerts if a.rule == "grad.not_reset")
     assert 130 <= first <= 132  # the loop's step (a full step at most 2 later), not 30
+
+
+@pytest.mark.parametrize("track_guard", [True, False])
+def test_a_converged_fit_resumed_raises_no_lost_update(tmp_path: Path,
+                                                       track_guard: bool) -> None:
+    """The README loop resumed late (tracked guard: its gradient history comes back;
+    untracked: unknown, so update.lost does not judge a fit it cannot tell from stuck)."""
+    train_with_checkpoints(tmp_path, 150, track_guard=track_guard, noise=0.0)
+    start, guard = train_with_checkpoints(tmp_path, 450, track_guard=track_guard, noise=0.0)
+    assert start == 150 and guard.step == (450 if track_guard else 300)  # SGD: no counter
+    assert not [a for a in guard.alerts if a.rule == "update.lost"], guard.alerts
 
 
 def test_a_resume_the_guard_cannot_number_says_so_once(tmp_path: Path,

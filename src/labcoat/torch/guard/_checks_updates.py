@@ -121,7 +121,10 @@ class Updates(Check):
                                                 "step"),
         "update.lost": Rule("error", "updates below the dtype's resolution (bf16 weights, tiny "
                                      "lr); not judged for a parameter whose gradient fell below "
-                                     "1e-4 of its largest (a fit converged to float precision)"),
+                                     "1e-4 of its largest (a fit converged to float precision), "
+                                     "nor in a resumed run without the guard's state "
+                                     "(`ckpt.track(guard=guard)`), whose gradient history is "
+                                     "unknown"),
         "update.outside_step": Rule("warning", "weights written between steps (manual clipping, "
                                                "a stray in-place op)"),
         "update.corrupted": Rule("critical", "weights that change without any write: a flipped "
@@ -179,6 +182,9 @@ class Updates(Check):
         self.prev: Step | None = None  # the previous step
         self.prev_stuck: np.ndarray | None = None  # check steps running each param was stuck
         self.grad_peak: np.ndarray | None = None  # largest gradient norm at check steps
+        # grad_peak covers the run from its first step (a fresh run, or a resumed one whose
+        # guard state was restored): without it a converged fit looks like lost updates
+        self.history_known = ctx.config.start_step == 0
         self.reported: dict[str, set[str]] = {}
         self.backwards_seen: list[int] = []
         self.lr_ratios: list[float] | None = None
@@ -665,10 +671,13 @@ class Updates(Check):
                                      "weights, tiny lr, weights grown huge)")
 
     def _converged(self, step: Step) -> np.ndarray:
-        """Parameters whose gradient fell below CONVERGED_DROP of its largest (check steps)."""
+        """Parameters whose gradient fell below CONVERGED_DROP of its largest (check steps);
+        all of them after a resume whose gradient history is unknown."""
         grads = step.grad_norms
         if grads is None:
             return np.zeros(len(self.ctx.params), dtype=bool)
+        if not self.history_known:  # a resume without the guard's state: no judgement
+            return np.ones(len(self.ctx.params), dtype=bool)
         finite = np.where(np.isfinite(grads), grads, 0.0)
         peak = self.grad_peak
         if peak is None or len(peak) != len(finite):

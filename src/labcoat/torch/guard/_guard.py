@@ -346,8 +346,10 @@ class Guard:
         count, so steps are numbered as the loop numbers them, and each parameter's largest
         gradient norm, so a fit that converged before the checkpoint is known as converged."""
         peak = None if self._updates is None else self._updates.grad_peak
+        known = self._updates is not None and self._updates.history_known
         return {"version": STATE_VERSION, "step": self.step, "params": list(self.params.names),
-                "grad_peak": None if peak is None else [float(x) for x in peak]}
+                "grad_peak": None if peak is None else [float(x) for x in peak],
+                "history_known": known}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from `state_dict()` (a checkpoint restored before the first step)."""
@@ -360,9 +362,12 @@ class Guard:
             raise GuardError(f"not a guard state of version {STATE_VERSION}: {state!r:.200}")
         self._rebase(step)
         peak = state.get("grad_peak")
-        if (self._updates is not None and peak is not None
-                and state.get("params") == list(self.params.names)):
-            self._updates.grad_peak = np.array(peak, dtype=float)
+        if self._updates is not None:
+            same = state.get("params") == list(self.params.names)
+            self._updates.grad_peak = None if peak is None or not same else np.array(
+                peak, dtype=float)
+            self._updates.history_known = bool(state.get("history_known")) and (
+                peak is not None and same or step == 0)
 
     def profile(self) -> dict[str, Any]:
         """What this run looked like (JSON-ready); give it to ``watch(reference=[...])``."""
@@ -437,6 +442,8 @@ class Guard:
         steps and the resume rules then match an uninterrupted run's)."""
         if self._ctx.steps_seen or self.config.start_step:
             return
+        if self._updates is not None:
+            self._updates.history_known = False  # unless the guard's own state follows
         counters = [_step_counter(optimizer, p) for p in self.params.tensors]
         taken = max((c for c in counters if c is not None), default=None)
         if taken is None or taken < 1:
