@@ -25,8 +25,9 @@ rate is printed with its Monte-Carlo SE sqrt(p (1 - p) / S) where it is simulate
    +-delta/10 and 0, seed SD delta/20: the rates of "negligible", "supported",
    "refuted" (symmetric now), and the total error under no effect.
 
-    nice -n 10 .venv/bin/python benchmarks/small_sample_verdicts.py          # ~3-5 min
+    nice -n 10 .venv/bin/python benchmarks/small_sample_verdicts.py          # ~4-9 min
     nice -n 10 .venv/bin/python benchmarks/small_sample_verdicts.py --quick  # < 1 min
+    nice -n 10 .venv/bin/python benchmarks/small_sample_verdicts.py --only 3 5  # sections
 """
 
 from __future__ import annotations
@@ -229,21 +230,26 @@ def advice(rng: np.random.Generator, reps: int) -> list[str]:
 
 
 def tiny_effects(rng: np.random.Generator, sims: int) -> list[str]:
-    rows = ["| true effect | negligible | supported | refuted | no-effect | inconclusive |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    rows = ["| true effect | negligible | supported | refuted | no-effect | inconclusive | "
+            "old rule: refuted |", "| --- | --- | --- | --- | --- | --- | --- |"]
     delta = 0.02
     for effect in (delta / 10, -delta / 10, 0.0):
         seen: dict[str, int] = {}
+        old = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", stats.StatsWarning)
             for _ in range(sims):
                 a = rng.normal(0.5, delta / 20, 10)
                 b = rng.normal(0.5 + effect, delta / 20, 10)
-                found = stats.verdict(stats.welch(a, b), smallest_effect=delta).decision
+                diff = stats.welch(a, b)
+                found = stats.verdict(diff, smallest_effect=delta).decision
                 seen[found] = seen.get(found, 0) + 1
+                # the old rule: significant against the prediction was refuted, however small
+                old += found == "refuted" or (found == "negligible" and diff.estimate < 0)
         cells = [rate(seen.get(d, 0) / sims, sims) for d in
                  ("negligible", "supported", "refuted", "no-effect", "inconclusive")]
-        rows.append(f"| {effect:+g} (delta {delta:g}) | " + " | ".join(cells) + " |")
+        rows.append(f"| {effect:+g} (delta {delta:g}) | " + " | ".join(cells)
+                    + f" | {rate(old / sims, sims)} |")
     return rows
 
 
@@ -251,18 +257,24 @@ def main() -> None:
     parser = bench.parser(__doc__)
     parser.add_argument("--sims", type=int, default=2000, help="simulated experiments per cell")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", type=int, nargs="+", choices=range(1, 6),
+                        default=list(range(1, 6)), help="sections to run (1-5)")
     args = bench.shrink(parser.parse_args(), sims=200)
-    rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
     sizes = [10, 20, 30] if args.quick else [10, 15, 20, 25, 30, 50, 100]
-    sections = {
-        "1. paired 0/1 items (exact, every table)": paired_items(sizes),
-        f"2. no variation ({args.sims} sims)": no_variation(rng, args.sims),
-        f"3. across tasks ({args.sims} sims per row)": across_tasks(rng, args.sims),
-        "4. sequential power advice (delta = 1 SD of seed differences)":
-            advice(rng, 500 if args.quick else 2000),
-        f"5. the sign of a tiny effect ({args.sims} sims)": tiny_effects(rng, args.sims),
+    # Each section draws from its own stream, so --only reproduces a section's numbers.
+    rngs = [np.random.default_rng([args.seed, i]) for i in range(6)]
+    runs = {
+        1: ("1. paired 0/1 items (exact, every table)", lambda: paired_items(sizes)),
+        2: (f"2. no variation ({args.sims} sims)", lambda: no_variation(rngs[2], args.sims)),
+        3: (f"3. across tasks ({args.sims} sims per row)",
+            lambda: across_tasks(rngs[3], args.sims)),
+        4: ("4. sequential power advice (delta = 1 SD of seed differences)",
+            lambda: advice(rngs[4], 500 if args.quick else 2000)),
+        5: (f"5. the sign of a tiny effect ({args.sims} sims)",
+            lambda: tiny_effects(rngs[5], args.sims)),
     }
+    sections = {runs[i][0]: runs[i][1]() for i in sorted(args.only)}
     for title, rows in sections.items():
         print(f"\n{title}\n" + "\n".join(rows))
     print(f"\n{time.perf_counter() - start:.0f} s, seed {args.seed}")
