@@ -137,7 +137,10 @@ def test_per_task_family_and_pooled_effect_match_statsmodels(finished):
     pooled = comparison["generalization"]["pooled"]
     assert pooled["tau2"] == pytest.approx(tau2, abs=1e-12)
     assert pooled["estimate"] == pytest.approx(np.sum(w_star * y) / w_star.sum())
-    assert pooled["se"] == pytest.approx(1 / np.sqrt(w_star.sum()))
+    # the modified HKSJ SE: the weighted residual spread's, never below the DL one (issue 30)
+    mean = np.sum(w_star * y) / w_star.sum()
+    hksj = np.sqrt(np.sum(w_star * (y - mean) ** 2) / ((len(y) - 1) * w_star.sum()))
+    assert pooled["se"] == pytest.approx(max(1 / np.sqrt(w_star.sum()), hksj))
     if tau2 > 0:  # where the estimators agree, statsmodels is a second reference
         ref = combine_effects(y, v, method_re="dl")
         assert pooled["estimate"] == pytest.approx(ref.mean_effect_re)

@@ -95,7 +95,7 @@ def forest_plot(c: Comparison, result: HypothesisResult) -> go.Figure:
     if pooled is not None and math.isfinite(pooled.estimate):
         fig.add_trace(go.Scatter(
             x=[pooled.estimate], y=["pooled over tasks (random effects)"], mode="markers",
-            name="pooled (DerSimonian-Laird)", marker={"color": "black", "size": 11,
+            name="pooled (random effects, HKSJ)", marker={"color": "black", "size": 11,
                                                       "symbol": "diamond-wide"},
             error_x={"type": "data", "symmetric": False,
                      "array": [_finite(pooled.high - pooled.estimate)],
