@@ -64,17 +64,33 @@ def lint(
 
 
 def plan(
-    design: Annotated[Path, typer.Argument(help="the design file (YAML)")],
+    designs: Annotated[list[Path], typer.Argument(
+        help="the design file (YAML); several: rank them by expected information per unit "
+        "of compute", metavar="DESIGN...")],
     pilot: Annotated[str | None, typer.Option(help="an earlier experiment in the store whose "
                                               "variances set the plan")] = None,
     candidates: Annotated[str | None, typer.Option(
         help="comma-separated interventions to test together in a fractional factorial")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Seeds per arm and items per task for 80% power, and what each would buy."""
+    """Seeds per arm and items per task for 80% power, and what each would buy; the bits
+    each hypothesis is expected to teach (from its `predict:` prior and power). Given several
+    designs: they are ranked by expected information per unit of compute."""
     from labcoat import report as reports
     from labcoat import review, spec
 
+    if len(designs) > 1:
+        if candidates is not None:
+            raise LabcoatError("--candidates plans a fractional factorial for one design; "
+                               f"give one design with it, not {len(designs)}")
+        ranked = review.rank([(str(d), spec.load_design(d), review.pilots_from_store(d, pilot))
+                              for d in designs])
+        if as_json:
+            print_json(reports.ranking_dict(ranked))
+        else:
+            reports.print_ranking(ranked, console)
+        return
+    design = designs[0]
     names = _candidate_names(candidates)
     found = review.plan(spec.load_design(design), review.pilots_from_store(design, pilot),
                         candidates=names)

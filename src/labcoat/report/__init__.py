@@ -41,7 +41,13 @@ if TYPE_CHECKING:
     from labcoat.report._ledger import ledger_body, ledger_html, print_ledger
     from labcoat.report._logs import LogLine, lines_json, print_lines, select_lines
     from labcoat.report._reproduce import print_provenance, print_replay, print_rerun
-    from labcoat.report._review import plan_dict, print_findings, print_plan
+    from labcoat.report._review import (
+        plan_dict,
+        print_findings,
+        print_plan,
+        print_ranking,
+        ranking_dict,
+    )
     from labcoat.report._scales import print_backtest, print_fit
     from labcoat.report._status import (
         goodput_line,
@@ -67,7 +73,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_ledger": ("ledger_body", "ledger_html", "print_ledger"),
     "_logs": ("LogLine", "lines_json", "print_lines", "select_lines"),
     "_reproduce": ("print_provenance", "print_replay", "print_rerun"),
-    "_review": ("plan_dict", "print_findings", "print_plan"),
+    "_review": ("plan_dict", "print_findings", "print_plan", "print_ranking", "ranking_dict"),
     "_scales": ("print_backtest", "print_fit"),
     "_status": ("goodput_line", "mark_interrupted", "print_status", "print_wide",
                 "summary_interrupted"),

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from labcoat.review import Finding, Plan
+from labcoat.report._status import print_wide
+from labcoat.review import Candidate, Finding, Plan
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -47,6 +48,13 @@ def print_plan(plan: Plan, console: Console) -> None:
         if h.items_needed:
             console.print(f"  recommended: {h.items_needed} eval items per task (item-difference"
                           f" variance {h.omega2:.3g})", soft_wrap=True)
+        if h.information is not None:
+            console.print(f"  expected information: {h.information:.2f} bits of at most 1 "
+                          f"(prior {h.prior:g}, power {h.power:.2f}; docs/ledger.md)",
+                          soft_wrap=True)
+        elif h.prior is not None:
+            console.print(f"  expected information: {escape(h.information_note)}",
+                          soft_wrap=True)
         if h.mde_by_seeds:
             console.print(_mde_table("seeds per arm", h.mde_by_seeds))
         if h.mde_by_items:
@@ -54,8 +62,30 @@ def print_plan(plan: Plan, console: Console) -> None:
     if plan.factorial is not None:
         console.print(f"\n[bold]Testing the interventions together[/]: "
                       f"{escape(plan.factorial.summary)}", soft_wrap=True)
+    console.print(f"compute: {plan.cost:g} {escape(plan.cost_unit)}", soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {escape(note)}", soft_wrap=True)
+
+
+def print_ranking(ranked: list[Candidate], console: Console) -> None:
+    """`labcoat plan A.yaml B.yaml`: designs by expected information per unit of compute."""
+    unit = ranked[0].unit if ranked else "trials"
+    table = Table("rank", "design", "expected information (bits)", f"compute ({unit})",
+                  f"bits per {unit}", box=box.SIMPLE_HEAD,
+                  title="Candidate designs, most informative per unit of compute first")
+    for i, c in enumerate(ranked, start=1):
+        table.add_row(str(i), escape(c.name), "-" if c.bits is None else f"{c.bits:.3f}",
+                      f"{c.cost:g}", "-" if c.bits_per_cost is None else
+                      f"{c.bits_per_cost:.3g}")
+    print_wide(table, console)  # design paths are never cut
+    for c in ranked:
+        if c.why:
+            console.print(f"note: {escape(c.name)}: {escape(c.why)}", soft_wrap=True)
+
+
+def ranking_dict(ranked: list[Candidate]) -> dict[str, Any]:
+    return {"ranking": [{**dataclasses.asdict(c), "bits_per_cost": c.bits_per_cost}
+                        for c in ranked]}
 
 
 def _mde_table(what: str, rows: list[tuple[int, float]]) -> Table:

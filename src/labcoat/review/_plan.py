@@ -191,6 +191,10 @@ class HypothesisPlan:
     paired: bool = False  # paired t on seed differences (else two-sample t)
     comparisons: int = 1  # in the report's verdict family
     alpha: float = 0.05  # per comparison, after the family correction
+    prior: float | None = None  # `predict: supported`, read as P(the claim is true)
+    power: float | None = None  # at the smallest effect, with the design's seeds
+    information: float | None = None  # expected bits about the claim (review._information)
+    information_note: str = ""  # why it is unknown
 
 
 @dataclass
@@ -200,6 +204,8 @@ class Plan:
     hypotheses: list[HypothesisPlan]
     factorial: stats.FactorialSuggestion | None = None
     notes: list[str] = field(default_factory=list)
+    cost: float = 0.0  # compute, in `cost_unit` (review._information.design_cost)
+    cost_unit: str = "trials"
 
 
 def plan(design: Design, pilots: dict[str, Pilot] | None = None, *,
@@ -220,6 +226,9 @@ def plan(design: Design, pilots: dict[str, Pilot] | None = None, *,
             result.notes.append(f"no fractional factorial suggested: {e}")
     if not result.hypotheses:
         result.notes.append("no hypothesis declared: nothing to plan power for")
+    from labcoat.review._information import design_cost  # it builds on this module
+
+    result.cost, result.cost_unit = design_cost(design)
     return result
 
 
@@ -236,11 +245,15 @@ def _candidates(design: Design) -> list[str]:
 
 
 def _hypothesis_plan(design: Design, h: Hypothesis, pilot: Pilot | None) -> HypothesisPlan:
+    from labcoat.review._information import information  # it builds on this module
+
     analysis = planned_analysis(design, h, pilot)
+    info = information(design, h, pilot)
     out = HypothesisPlan(h.id or "H1", h.metric, h.smallest_effect, analysis.sd,
                          analysis.sd_source, None, analysis=analysis.description,
                          paired=analysis.paired, comparisons=analysis.comparisons,
-                         alpha=analysis.comparison_alpha)
+                         alpha=analysis.comparison_alpha, prior=info.prior, power=info.power,
+                         information=info.bits, information_note=info.why)
     if analysis.sd:
         out.mde_by_seeds = [(n, analysis.minimum_detectable_effect(n)) for n in SEED_GRID]
         if h.smallest_effect:

@@ -21,6 +21,7 @@ from labcoat.spec import Design, Hypothesis
 FEW_SEEDS = 5
 LONG_RUN_STEPS = 1000
 TARGET_POWER = 0.8
+EXTREME = 0.1  # predictions outside [0.1, 0.9] are flagged
 
 
 class Context:
@@ -316,6 +317,42 @@ def aliasing(ctx: Context) -> Iterator[Finding]:
                                   "told apart", "drop a generator or the interaction")
 
 
+def extreme_prediction(ctx: Context) -> Iterator[Finding]:
+    """A prediction above 0.9 or below 0.1: the run is expected to teach little, and a
+    confident miss costs many bits in the ledger."""
+    for path, h in _hypothesis_paths(ctx.design):
+        p = h.predict.supported if h.predict is not None else None
+        if p is not None and not EXTREME <= p <= 1 - EXTREME:
+            yield ctx.finding(
+                "extreme-prediction", "warning", (*path, "predict", "supported"),
+                f"hypothesis {h.id}: you predict SUPPORTED with probability {p:g}; a run whose "
+                "outcome you are this sure of teaches little (see its expected information)",
+                "run an experiment you are less sure of, or state the doubt you have: "
+                "calibrated forecasters rarely go past 0.9")
+
+
+def expected_information(ctx: Context) -> Iterator[Finding]:
+    """The bits a hypothesis' verdict is expected to give about its claim (docs/ledger.md)."""
+    from labcoat.review._information import information
+
+    for path, h in _hypothesis_paths(ctx.design):
+        if h.predict is None:
+            continue
+        info = information(ctx.design, h, ctx.pilots.get(h.id or ""))
+        if info.bits is None:
+            yield ctx.finding("expected-information", "info", (*path, "predict"),
+                              f"hypothesis {h.id}: expected information unknown ({info.why})",
+                              "declare `smallest_effect:` and `sd:` so power, and with it "
+                              "the information, can be computed")
+            continue
+        yield ctx.finding(
+            "expected-information", "info", (*path, "predict"),
+            f"hypothesis {h.id}: expected information {info.bits:.2f} bits of at most 1 "
+            f"(prior {info.prior:g}, power {info.power:.2f} at the smallest effect, "
+            f"false SUPPORTED rate {info.false_positive:.3g})",
+            "`labcoat plan A.yaml B.yaml` ranks designs by bits per unit of compute")
+
+
 def _defining_words(design: Design) -> list[frozenset[str]]:
     """Every word of the defining relation (Box, Hunter & Hunter 2005, sec. 6.4), from
     stats, the one parser of generators."""
@@ -334,5 +371,5 @@ RULES: tuple[Rule, ...] = (
     single_seed, confounded_arm, no_hypothesis, uncorrected_family, smallest_effect,
     underpowered, pilot_metric, eval_at_end, seed_pairing, seed_streams, budget, large_design,
     aliasing,
-    contamination,
+    contamination, extreme_prediction, expected_information,
 )
