@@ -88,6 +88,18 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
 
             return pages.get("page", exp, build)
 
+    @app.get("/ledger", response_class=HTMLResponse)
+    def ledger() -> str:
+        """Every prediction in the store, its outcome, the forecasters' scores."""
+        with db.session() as s:
+            return report.ledger_html(analysis.ledger(s), plotly_src=_pages.PLOTLY_SRC,
+                                      back_href="/")
+
+    @app.get("/api/ledger")
+    def api_ledger() -> dict[str, Any]:
+        with db.session() as s:
+            return analysis.ledger_dict(analysis.ledger(s))
+
     @app.get("/trial", response_class=HTMLResponse)
     def trial(experiment: str | None = None, key: str | None = None) -> str:
         with db.session() as s:

@@ -57,7 +57,8 @@ def experiments_page(rows: list[dict[str, Any]]) -> str:
              "status</th><th>done</th><th>failed</th><th class='text'>verdicts</th>"
              f"<th class='text'>created (UTC)</th></tr>{body}</table>")
     return document("labcoat: experiments", "<header><h1>Experiments</h1><p class='muted'>"
-                    "labcoat dashboard (read-only)</p></header>" + table + compare)
+                    "labcoat dashboard (read-only); <a href='/ledger'>prediction ledger</a>"
+                    "</p></header>" + table + compare)
 
 
 def trial_page(experiment: str, trial: dict[str, Any], plots: list[str],
