@@ -6,7 +6,9 @@ inside `helpers.shared_home(...)`, and gives each test LABCOAT_HOME pointing at 
 
 from __future__ import annotations
 
+import ast
 import os
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,61 @@ from helpers import use_home
 # environment says otherwise; set before numpy is first imported (OpenBLAS reads it once),
 # and inherited by the CLI subprocesses. torch (MKL, OMP_NUM_THREADS) is not affected.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+# Without an extra (a bare `pip install -e '.[dev]'`), a test module that imports what the
+# extra brings at its top (torch, or a labcoat package built on it; fastapi, plotly) is
+# reported as skipped, not as a collection error. tests/torch/conftest.py skips its folder.
+_TORCH = find_spec("torch")  # tests/torch is a namespace package named torch: no origin
+EXTRAS = {  # module imported at a test's top -> (is it installed, the extra that brings it)
+    "torch": (_TORCH is not None and _TORCH.origin is not None, "torch"),
+    "fastapi": (find_spec("fastapi") is not None, "ui"),
+    "plotly": (find_spec("plotly") is not None, "ui"),
+}
+EXTRAS |= {f"labcoat.{p}": EXTRAS["torch"] for p in ("torch", "workloads", "integrations")}
+
+
+def _missing_extra(path: Path) -> str | None:
+    """The extra a module needs and lacks, judged by the imports at its top."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        for name in names:
+            for module, (installed, extra) in EXTRAS.items():
+                if not installed and (name == module or name.startswith(module + ".")):
+                    return extra
+    return None
+
+
+class _NeedsExtra(pytest.File):
+    extra = ""
+
+    def collect(self):
+        pytest.skip(_needs(self.extra))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """@pytest.mark.needs("torch"): a test that needs an extra at run time, e.g. trains
+    tinylm in a subprocess; skipped (before its fixtures) where the extra is absent."""
+    for marker in item.iter_markers("needs"):
+        for extra in marker.args:
+            if not all(installed for installed, e in EXTRAS.values() if e == extra):
+                pytest.skip(_needs(extra))
+
+
+def _needs(extra: str) -> str:
+    hint = " (install torch==2.13.0 first, the CPU wheel)" if extra == "torch" else ""
+    return f"needs the {extra} extra: pip install 'labcoat[{extra}]'{hint}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
+    extra = _missing_extra(module_path)
+    if extra is None:
+        return None
+    node = _NeedsExtra.from_parent(parent, path=module_path)
+    node.extra = extra
+    return node
 
 
 @pytest.fixture

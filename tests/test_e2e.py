@@ -8,6 +8,8 @@ import sys
 import time
 from collections import Counter
 
+import pytest
+
 from helpers import cli, show_now
 
 STEPS, EVAL_EVERY, EVAL_ITEMS, TASKS = 60, 30, 12, 10
@@ -37,6 +39,7 @@ def _trials_now():  # polled while trials train: read in-process (see helpers.sh
     return shown["trials"] if shown else []
 
 
+@pytest.mark.needs("torch")  # the demo design trains tinylm
 def test_init_run_kill_resume_report(home, tmp_path):
     design = _miniature(tmp_path / "exp")
     runner = subprocess.Popen([sys.executable, "-m", "labcoat.cli", "run", str(design)],

@@ -73,6 +73,7 @@ def test_printed_next_commands_run_as_printed_without_labcoat_on_path(
 
 
 @pytest.mark.slow  # trains tinylm: 6 short trials
+@pytest.mark.needs("torch")
 def test_the_demo_ends_with_commands_that_run_as_printed(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no venv activated
     monkeypatch.delenv("LABCOAT_HOME", raising=False)

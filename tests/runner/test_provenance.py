@@ -145,10 +145,15 @@ def test_provenance_names_commit_diff_environment_and_data(project):
     env = found["environment"]
     assert env["python"] == platform.python_version()
     assert env["packages"]["numpy"] == importlib.metadata.version("numpy")
-    import torch
+    from conftest import EXTRAS
 
-    assert env["torch"]["version"] == torch.__version__
-    assert env["torch"]["cuda"] == torch.version.cuda
+    if EXTRAS["torch"][0]:
+        import torch
+
+        assert env["torch"]["version"] == torch.__version__
+        assert env["torch"]["cuda"] == torch.version.cuda
+    else:  # a bare install: provenance says torch is absent
+        assert env["torch"] is None
     assert env["cpu"]["count"] == os.cpu_count()
     assert env["variables"]["OMP_NUM_THREADS"] == "1"  # 2 trials share the CPUs
 

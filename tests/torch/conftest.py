@@ -3,7 +3,8 @@
 from collections.abc import Iterator
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs torch: pip install torch==2.13.0")
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,8 @@ import pytest
 
 from helpers import XSS
 
+pytestmark = pytest.mark.needs("ui")  # the dashboard and the HTML report's plots
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "")
                  if p and os.path.exists(p)), None)
