@@ -26,8 +26,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Without an extra (a bare `pip install -e '.[dev]'`), a test module that imports what the
 # extra brings at its top (torch, or a labcoat package built on it; fastapi, plotly) is
-# reported as skipped, not as a collection error. tests/torch/conftest.py skips its folder.
-_TORCH = find_spec("torch")  # tests/torch is a namespace package named torch: no origin
+# reported as skipped, not as a collection error; tests/guard and tests/checkpoint skip
+# their folders in their conftest.py.
+_TORCH = find_spec("torch")  # a namespace package (a folder named torch) has no origin
 EXTRAS = {  # module imported at a test's top -> (is it installed, the extra that brings it)
     "torch": (_TORCH is not None and _TORCH.origin is not None, "torch"),
     "fastapi": (find_spec("fastapi") is not None, "ui"),

@@ -1,4 +1,4 @@
-"""Shared by the torch tests."""
+"""Shared by the guard tests."""
 
 from collections.abc import Iterator
 

@@ -395,7 +395,7 @@ def test_importing_workloads_does_not_import_torch() -> None:
     assert json.loads(out) is False
 
 
-# --- checkpoints and exact resume (the subprocess kill tests are in tests/torch/test_resume.py) --
+# --- checkpoints and exact resume (subprocess kill tests: tests/checkpoint/test_resume.py) ---
 
 
 def test_resuming_in_process_ends_where_an_uninterrupted_run_ends(tmp_path: Path) -> None:
