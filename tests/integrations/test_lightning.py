@@ -187,3 +187,25 @@ def test_the_guard_sees_each_steps_own_gradients(home, tmp_path):
     for alert in callback.guard.alerts:
         first.setdefault(alert.rule, alert.step)
     assert first["nonfinite.grad"] == 5
+
+
+def test_a_kill_right_after_a_checkpoint_loses_no_metric(home, tmp_path, monkeypatch):
+    """Lightning writes a checkpoint in on_train_batch_end and gives that batch's metrics to
+    its loggers only after; the resumed run starts after that batch, so the callback
+    journals them before the save (found by the SIGKILL test of test_lightning_runner)."""
+    import labcoat.integrations.lightning as integration
+
+    real = integration.seal_file
+
+    def seal_then_die(path, *, step, extra=None):
+        real(path, step=step, extra=extra)
+        if step == 6:
+            raise RuntimeError("killed right after the seal")
+
+    monkeypatch.setattr(integration, "seal_file", seal_then_die)
+    run = labcoat.init(experiment="pl-window", seed=0)
+    with pytest.raises(RuntimeError, match="killed"):
+        fit(tmp_path, [LabcoatCallback(run)], every=6, steps=12)
+    run.finish()
+    steps = sorted({r["step"] for r in journal(run.journal) if r["kind"] == "log"})
+    assert steps == [0, 1, 2, 3, 4, 5]  # batch 6's loss, at step 5, before its checkpoint

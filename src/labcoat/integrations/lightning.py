@@ -42,7 +42,8 @@ That is the whole adoption, under ``labcoat run`` and ad hoc. The callback
   dropout and shuffling continue as they would have.
 
 How it reaches Lightning: at ``setup`` it wraps, on this trainer only,
-``trainer.save_checkpoint`` (to seal), the checkpoint connector's
+``trainer.save_checkpoint`` (to journal the batch's metrics before the save,
+which Lightning logs only after it, and to seal), the checkpoint connector's
 ``resume_start`` (the ``ckpt_path`` default; Lightning 2.x's
 ``trainer._checkpoint_connector``) and the precision plugin's
 ``optimizer_step`` (the order above).
@@ -61,6 +62,7 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.precision import Precision
@@ -257,6 +259,7 @@ class LabcoatCallback(Callback):
 
         @functools.wraps(save)
         def save_and_seal(filepath: Any, *args: Any, **kwargs: Any) -> None:
+            self._journal_pending_metrics(trainer)
             save(filepath, *args, **kwargs)
             if trainer.is_global_zero and self.run is not None:
                 path = Path(filepath)
@@ -268,6 +271,25 @@ class LabcoatCallback(Callback):
                 _drop_orphan_seals(path.parent)
 
         trainer.save_checkpoint = save_and_seal  # type: ignore[method-assign]
+
+    def _journal_pending_metrics(self, trainer: pl.Trainer) -> None:
+        """Journal the metrics of the batch in progress before its checkpoint is written.
+
+        Lightning saves in ``on_train_batch_end`` and hands that batch's metrics to the
+        loggers only after it; a kill in between would lose them for good, since the
+        resumed run starts after that batch. They are journaled here, as Lightning will
+        log them (same step, "epoch" added); the later call repeats identical values,
+        which `MetricLog` does not journal twice.
+        """
+        connector = getattr(trainer, "_logger_connector", None)
+        logger = next((lg for lg in trainer.loggers if isinstance(lg, LabcoatLogger)), None)
+        if (connector is None or logger is None or not trainer.training
+                or trainer.fit_loop._should_accumulate() or not connector.should_update_logs):
+            return
+        metrics = convert_tensors_to_scalars(dict(connector.metrics["log"]))
+        if metrics:
+            metrics.setdefault("epoch", trainer.current_epoch)
+            logger.log_metrics(metrics, step=trainer.fit_loop.epoch_loop._batches_that_stepped)
 
     def _wrap_resume(self, trainer: pl.Trainer) -> None:
         connector = getattr(trainer, "_checkpoint_connector", None)
