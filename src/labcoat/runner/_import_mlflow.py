@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -71,25 +72,39 @@ def _sqlite_runs(db: sqlite3.Connection, path: Path) -> list[ExternalRun]:
         for key, value, run_id in db.execute(f"SELECT key, value, run_uuid FROM {table}"):  # noqa: S608
             if run_id in runs:
                 runs[run_id].keys[f"{table}.{key}"] = value if value is not None else ""
-    # One (run, metric) at a time through MLflow's (run_uuid, key, step) index, ordered so
-    # that at a repeated step the later timestamp (then the later row) is the one kept.
-    pairs = db.execute("SELECT DISTINCT run_uuid, key FROM metrics").fetchall()
-    for run_id, key in sorted(pairs):
-        run = runs.get(run_id)
-        if run is None:
+    # A run at a time through MLflow's run_uuid index, in write (rowid) order, as columns.
+    for run_id, run in runs.items():
+        rows = db.execute("SELECT key, step, timestamp, value, is_nan FROM metrics "
+                          "WHERE run_uuid = ? ORDER BY rowid", (run_id,)).fetchall()
+        if not rows:
             continue
-        rows = db.execute("SELECT step, timestamp, value, is_nan FROM metrics WHERE "
-                          "run_uuid = ? AND key = ? ORDER BY step, timestamp, rowid",
-                          (run_id, key)).fetchall()
-        steps, stamps, values, nans = zip(*rows, strict=True)
-        if any(nans):
-            values = tuple(math.nan if n else v for v, n in zip(values, nans, strict=True))
-        times = [t / 1000.0 for t in stamps]
-        series = dict(zip(steps, zip(map(float, values), times, strict=True), strict=True))
-        if len(series) < len(steps):
-            run.repeated[key] = len(steps) - len(series)
-        run.metrics[key] = series
+        keys, steps, stamps, values, nans = zip(*rows, strict=True)
+        values = tuple(math.nan if n else float(v) for v, n in zip(values, nans, strict=True)) \
+            if any(nans) else tuple(map(float, values))
+        names = set(keys)
+        if len(names) == 1:
+            _series(run, keys[0], steps, stamps, values)
+            continue
+        rows_of: dict[str, list[int]] = {}
+        for i, key in enumerate(keys):
+            rows_of.setdefault(key, []).append(i)
+        for key, index in rows_of.items():
+            _series(run, key, [steps[i] for i in index], [stamps[i] for i in index],
+                    [values[i] for i in index])
     return list(runs.values())
+
+
+def _series(run: ExternalRun, key: str, steps: Sequence[int], stamps: Sequence[int],
+            values: Sequence[float]) -> None:
+    """One metric's points in write order; at a step written twice the later timestamp
+    wins, then the later write (MLflow's own rule for a run's latest value)."""
+    times = [t / 1000.0 for t in stamps]
+    series = dict(zip(steps, zip(values, times, strict=True), strict=True))
+    if len(series) < len(steps):
+        order = sorted(range(len(steps)), key=lambda i: (steps[i], stamps[i]))  # stable
+        series = {steps[i]: (values[i], times[i]) for i in order}
+        run.repeated[key] = len(steps) - len(series)
+    run.metrics[key] = series
 
 
 def _read_file_store(root: Path) -> list[ExternalRun]:
