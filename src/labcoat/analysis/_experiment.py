@@ -191,8 +191,9 @@ def _sequential_power_note(differences: np.ndarray, delta: float | None, alpha: 
     return (f"the sequential rule's power to detect the smallest effect {delta:g} within "
             f"the budget of {budget} seeds per arm is {found.power:.2f}; it reaches 80% at "
             f"{needed} (simulated: t-mixture at alpha {alpha:.3g}, SD of seed differences "
-            f"{sd:.3g}, {found.reps} runs, seed {found.seed}); fixed-n power advice does not "
-            "apply to it")
+            f"{sd:.3g} from {differences.size} seeds, so the advice is as uncertain as that "
+            f"SD; {found.reps} runs, seed {found.seed}); fixed-n power advice does not apply "
+            "to it")
 
 
 def _judge_sequentially(result: HypothesisResult, sequential: dict[str, Any]) -> None:
