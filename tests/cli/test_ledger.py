@@ -90,3 +90,18 @@ def test_prediction_may_change_freely_before_the_first_trial(home, tmp_path):
         db.close()
     assert plan["original_predictions"]["H1"]["supported"] == 0.4
     assert not plan.get("prediction_edits")
+
+
+def test_plans_frozen_before_predictions_keep_their_hash(tmp_path):
+    """A design without `predict:` freezes the plan it froze before the key existed: stores
+    made by earlier versions are not asked for an amendment."""
+    from labcoat import spec
+    from labcoat.runner._registration import analysis_plan
+
+    plain = spec.load_design(fake_design(tmp_path / "a"))
+    plan = analysis_plan(plain)
+    assert "predictions" not in plan and "predict" not in plan["hypotheses"][0]
+    predicted = spec.load_design(_with_prediction(fake_design(tmp_path / "b")))
+    both = analysis_plan(predicted)
+    assert both["hypotheses"] == plan["hypotheses"]
+    assert both["predictions"]["H1"]["supported"] == 0.7

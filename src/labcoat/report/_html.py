@@ -154,9 +154,12 @@ class _Renderer:
 
     def changes(self) -> str:
         """Each hypothesis: the prior frozen before the first trial -> the verdict."""
-        rows = [f"<p class='{'warning' if e.edits else 'change'}'>{escape(e.change)}</p>"
-                for e in entries_of(self.a)]
-        return "".join(rows) or "<p class='note'>no hypothesis.</p>"
+        entries = entries_of(self.a)
+        if not any(e.prior is not None or e.note for e in entries):
+            return ("<p class='note'>no prediction stated: add <code>predict: {supported: "
+                    "P}</code> under a hypothesis to see what the run changed.</p>")
+        return "".join(f"<p class='{'warning' if e.edits else 'change'}'>{escape(e.change)}"
+                       "</p>" for e in entries)
 
     def verdicts(self) -> str:
         a = self.a

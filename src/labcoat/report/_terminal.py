@@ -77,8 +77,12 @@ def print_report(analysis: Analysis, console: Console) -> None:
 
 
 def print_changes(analysis: Analysis, console: Console) -> None:
-    """The last lines: what changed, prior -> result, for each hypothesis (issue 33)."""
-    for entry in entries_of(analysis):
+    """The last lines: what changed, prior -> result, for each hypothesis, once any of them
+    states a prediction (`predict:`); reports without one end as before."""
+    entries = entries_of(analysis)
+    if not any(e.prior is not None or e.note for e in entries):
+        return
+    for entry in entries:
         style = "yellow" if entry.edits else "bold"
         console.print(f"[{style}]What changed:[/] {escape(entry.change)}", soft_wrap=True)
 
