@@ -105,3 +105,24 @@ def test_plans_frozen_before_predictions_keep_their_hash(tmp_path):
     both = analysis_plan(predicted)
     assert both["hypotheses"] == plan["hypotheses"]
     assert both["predictions"]["H1"]["supported"] == 0.7
+
+
+def test_an_overconfident_author_is_flagged_in_the_ledger_scores():
+    """The ledger's score of one author: 200 resolved forecasts whose log-odds are twice the
+    truth's are flagged overconfident; the Brier score equals scikit-learn's."""
+    import numpy as np
+
+    from labcoat.analysis import Entry
+    from labcoat.analysis._ledger import score
+
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(7)
+    q = rng.uniform(0.05, 0.95, 200)
+    happened = rng.uniform(size=200) < q
+    p = 1 / (1 + np.exp(-2 * np.log(q / (1 - q))))
+    entries = [Entry("e", f"H{i}", "c", float(pi), "ada", None,
+                     "supported" if hit else "not supported", ["x"], None)
+               for i, (pi, hit) in enumerate(zip(p, happened, strict=True))]
+    found = score("author ada", entries)
+    assert found.flagged and "overconfident" in found.calibration_words
+    assert found.brier.brier == pytest.approx(metrics.brier_score_loss(happened, p), abs=1e-12)

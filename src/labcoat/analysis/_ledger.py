@@ -22,6 +22,7 @@ from labcoat.analysis._experiment import Analysis, HypothesisResult, analyze, ve
 
 SUPPORTED, NOT_SUPPORTED, PENDING = "supported", "not supported", "pending"
 UNNAMED = "(no author)"
+MIN_TESTED = 10  # fewer resolved forecasts: Spiegelhalter's normal approximation is too rough
 
 
 @dataclass
@@ -88,6 +89,10 @@ class Score:
 
     @property
     def calibration_words(self) -> str:
+        if self.n == 0:
+            return "nothing resolved yet"
+        if self.n < MIN_TESTED:
+            return f"too few resolved forecasts to test calibration ({self.n} < {MIN_TESTED})"
         if self.calibration is None or math.isnan(self.calibration.z):
             return "calibration untested (too few forecasts off 50%)"
         test = self.calibration
@@ -169,7 +174,8 @@ def score(group: str, entries: list[Entry]) -> Score:
     result.log_score = stats.log_score(p, o)
     result.bins = stats.reliability_bins(p, o)
     result.levels = stats.calibration_by_level(p, o)
-    result.calibration = stats.spiegelhalter_z(p, o)
+    if len(done) >= MIN_TESTED:
+        result.calibration = stats.spiegelhalter_z(p, o)
     crps = [e.crps for e in done if e.crps is not None]
     if crps:
         result.crps, result.crps_n = sum(crps) / len(crps), len(crps)
