@@ -189,10 +189,12 @@ def test_the_guard_sees_each_steps_own_gradients(home, tmp_path):
     assert first["nonfinite.grad"] == 5
 
 
-def test_a_kill_right_after_a_checkpoint_loses_no_metric(home, tmp_path, monkeypatch):
-    """Lightning writes a checkpoint in on_train_batch_end and gives that batch's metrics to
-    its loggers only after; the resumed run starts after that batch, so the callback
-    journals them before the save (found by the SIGKILL test of test_lightning_runner)."""
+def test_a_kill_right_after_a_seal_loses_no_metric_and_no_validation(
+        home, tmp_path, monkeypatch):
+    """Lightning writes a checkpoint in on_train_batch_end, then logs that batch's metrics
+    and runs the validation due at that step; a resumed run starts after that batch, so
+    the callback seals the checkpoint only at the next batch's start (found by the SIGKILL
+    test of test_lightning_runner: a step's loss and a validation went missing)."""
     import labcoat.integrations.lightning as integration
 
     real = integration.seal_file
@@ -204,8 +206,12 @@ def test_a_kill_right_after_a_checkpoint_loses_no_metric(home, tmp_path, monkeyp
 
     monkeypatch.setattr(integration, "seal_file", seal_then_die)
     run = labcoat.init(experiment="pl-window", seed=0)
+    callback = LabcoatCallback(run, eval_items=chars.next_letter_accuracy)
     with pytest.raises(RuntimeError, match="killed"):
-        fit(tmp_path, [LabcoatCallback(run)], every=6, steps=12)
+        fit(tmp_path, [callback], every=6, steps=12, val_every=6)
     run.finish()
-    steps = sorted({r["step"] for r in journal(run.journal) if r["kind"] == "log"})
-    assert steps == [0, 1, 2, 3, 4, 5]  # batch 6's loss, at step 5, before its checkpoint
+    records = journal(run.journal)
+    steps = sorted({r["step"] for r in records if r["kind"] == "log" and "loss" in r["metrics"]})
+    assert steps == [0, 1, 2, 3, 4, 5]  # batch 6's loss, logged at step 5
+    assert [r["step"] for r in records if r["kind"] == "items"] == [6]
+    assert any("val_loss" in r["metrics"] for r in records if r["kind"] == "log")

@@ -32,7 +32,9 @@ That is the whole adoption, under ``labcoat run`` and ad hoc. The callback
   (the sanity check's are not recorded);
 - **verifies checkpoints**: every checkpoint ``trainer.save_checkpoint`` writes
   (``ModelCheckpoint`` included) is sealed beside it (``<file>.labcoat-manifest.json``:
-  fsynced, SHA-256, written last; `labcoat.torch.seal_file`); in a trial the
+  fsynced, SHA-256, written last; `labcoat.torch.seal_file`) once the batch that
+  wrote it is fully recorded (at the next batch's start, or the end of training); in
+  a trial the
   ``ModelCheckpoint`` callbacks write to the trial's checkpoint directory
   (``$LABCOAT_CHECKPOINT_DIR``, shared by its attempts);
 - **resumes** ``trainer.fit(...)`` without ``ckpt_path`` from the newest
@@ -42,8 +44,8 @@ That is the whole adoption, under ``labcoat run`` and ad hoc. The callback
   dropout and shuffling continue as they would have.
 
 How it reaches Lightning: at ``setup`` it wraps, on this trainer only,
-``trainer.save_checkpoint`` (to journal the batch's metrics before the save,
-which Lightning logs only after it, and to seal), the checkpoint connector's
+``trainer.save_checkpoint`` (to seal what it wrote, at the start of the next
+batch: see `on_train_batch_start`), the checkpoint connector's
 ``resume_start`` (the ``ckpt_path`` default; Lightning 2.x's
 ``trainer._checkpoint_connector``) and the precision plugin's
 ``optimizer_step`` (the order above).
@@ -62,7 +64,6 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.plugins.precision import Precision
@@ -131,6 +132,7 @@ class LabcoatCallback(Callback):
         self._resume = resume
         self._hooks: list[Any] = []
         self._items: dict[str, tuple[list[Any], list[Any]]] = {}
+        self._unsealed: list[tuple[Path, int]] = []  # written, sealed at the next batch
         self._trainer: pl.Trainer | None = None
 
     # --- Lightning hooks -----------------------------------------------------------------------
@@ -177,6 +179,17 @@ class LabcoatCallback(Callback):
         self.guard, self._hooks = _common.start_guard(
             pl_module, trainer.optimizers[0], self.run, dict(self._guard_options),
             trainer.global_step)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                             batch: Any, batch_idx: int) -> None:
+        """Seal the checkpoints the previous batch wrote, now that its metrics are logged and
+        its validation (if one was due at that step) is recorded: Lightning writes them in
+        ``on_train_batch_end``, before both, and a resumed run starts after that batch, so
+        a checkpoint sealed at once could let a kill lose that batch's metrics and that
+        step's validation for good. Unsealed, the restart resumes from the checkpoint
+        before and recomputes them."""
+        if self._unsealed:
+            self._seal_pending()
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -228,6 +241,8 @@ class LabcoatCallback(Callback):
         self._rng = checkpoint.get(RNG_KEY)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._unsealed:
+            self._seal_pending()
         for handle in self._hooks:
             handle.remove()
         self._hooks = []
@@ -259,37 +274,23 @@ class LabcoatCallback(Callback):
 
         @functools.wraps(save)
         def save_and_seal(filepath: Any, *args: Any, **kwargs: Any) -> None:
-            self._journal_pending_metrics(trainer)
             save(filepath, *args, **kwargs)
             if trainer.is_global_zero and self.run is not None:
-                path = Path(filepath)
-                seal_file(path, step=trainer.global_step, extra={"source": SOURCE})
-                self.run.event("checkpoint.saved", f"{SOURCE} checkpoint of step "
-                               f"{trainer.global_step} sealed and verified",
-                               step=trainer.global_step, path=str(path),
-                               bytes=path.stat().st_size, verified=True, source=SOURCE)
-                _drop_orphan_seals(path.parent)
+                self._unsealed.append((Path(filepath), trainer.global_step))
+                if not trainer.training:  # a save outside the training loop: nothing follows
+                    self._seal_pending()
 
         trainer.save_checkpoint = save_and_seal  # type: ignore[method-assign]
 
-    def _journal_pending_metrics(self, trainer: pl.Trainer) -> None:
-        """Journal the metrics of the batch in progress before its checkpoint is written.
-
-        Lightning saves in ``on_train_batch_end`` and hands that batch's metrics to the
-        loggers only after it; a kill in between would lose them for good, since the
-        resumed run starts after that batch. They are journaled here, as Lightning will
-        log them (same step, "epoch" added); the later call repeats identical values,
-        which `MetricLog` does not journal twice.
-        """
-        connector = getattr(trainer, "_logger_connector", None)
-        logger = next((lg for lg in trainer.loggers if isinstance(lg, LabcoatLogger)), None)
-        if (connector is None or logger is None or not trainer.training
-                or trainer.fit_loop._should_accumulate() or not connector.should_update_logs):
-            return
-        metrics = convert_tensors_to_scalars(dict(connector.metrics["log"]))
-        if metrics:
-            metrics.setdefault("epoch", trainer.current_epoch)
-            logger.log_metrics(metrics, step=trainer.fit_loop.epoch_loop._batches_that_stepped)
+    def _seal_pending(self) -> None:
+        """Seal the checkpoints written since the last call (see `on_train_batch_start`)."""
+        pending, self._unsealed = self._unsealed, []
+        for path, step in pending:
+            seal_file(path, step=step, extra={"source": SOURCE})
+            self.run.event("checkpoint.saved", f"{SOURCE} checkpoint of step {step} sealed "
+                           "and verified", step=step, path=str(path),
+                           bytes=path.stat().st_size, verified=True, source=SOURCE)
+            _drop_orphan_seals(path.parent)
 
     def _wrap_resume(self, trainer: pl.Trainer) -> None:
         connector = getattr(trainer, "_checkpoint_connector", None)
