@@ -41,7 +41,7 @@ def test_information_uses_the_power_statsmodels_gives(tmp_path):
     assert info.bits == pytest.approx(_bits(0.6, info.power, 0.025), abs=1e-12)
     plan = review.plan(design)
     assert plan.hypotheses[0].information == pytest.approx(info.bits)
-    assert (plan.cost, plan.cost_unit) == (2 * 10 * 100, "steps (trials x steps)")
+    assert (plan.cost, plan.cost_unit) == (2 * 10 * 100, "trial-steps")
 
 
 def test_equal_cost_candidates_rank_the_uncertain_prior_first(tmp_path):

@@ -61,7 +61,7 @@ def design_cost(design: Design) -> tuple[float, str]:
     steps = [t.params.get("steps") for t in spec.expand(design)]
     if steps and all(isinstance(s, int | float) and not isinstance(s, bool) and s > 0
                      for s in steps):
-        return float(sum(steps)), "steps (trials x steps)"
+        return float(sum(steps)), "trial-steps"
     return float(trials), "trials"
 
 
