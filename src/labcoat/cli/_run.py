@@ -96,7 +96,7 @@ ITEM_SOURCES = ("lm-eval", "inspect", "items")
 
 def import_command(
     paths: Annotated[list[str], typer.Argument(
-        metavar="[SOURCE] PATH...",
+        metavar="[SOURCE] PATH",
         help="SOURCE: mlflow, wandb or tensorboard (runs another tracker recorded: map them "
              "with --arm-by/--seed-by), or lm-eval, inspect, items (per-item results: "
              "--arm); without SOURCE, PATHs are per-item results (lm-eval-harness "
