@@ -158,14 +158,15 @@ def _eval_budget(design: Design) -> float:
 def design_hash(design: Design) -> str:
     """sha256 of the validated design: comments and key order do not change it, nor do
     sections added to the schema later while a design leaves them out (`data`, `resources`,
-    `ranks`, `eval.budget`, a hypothesis' `bounds`)."""
+    `ranks`, `eval.budget`, a hypothesis' `bounds` and `predict`)."""
     exclude: dict[str, Any] = {name: True for name in LATER_SECTIONS
                                if getattr(design, name) is None}
     if design.eval is not None and design.eval.budget is None:
         exclude["eval"] = {"budget"}  # added later: designs without it keep their hash
     dumped = design.model_dump(mode="json", exclude=exclude or None)
     for h in [dumped["hypothesis"] or {}, *dumped["hypotheses"]]:
-        if h.get("bounds", 0) is None:
-            del h["bounds"]  # added later: designs without it keep their hash
+        for later in ("bounds", "predict"):
+            if h.get(later, 0) is None:
+                del h[later]  # added later: designs without it keep their hash
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
