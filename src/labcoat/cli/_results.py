@@ -176,7 +176,7 @@ def _export_points(session: Any, trials: dict[int, Any], metric: str | None, out
 def report(experiment: ExpArg, as_json: JsonFlag = False,
            html: Annotated[Path | None, typer.Option(
                "--html", help="also write a self-contained HTML report (plots, opens "
-               "offline) to this file; needs labcoat[ui]")] = None) -> None:
+               "offline) to this file; needs the ui extra")] = None) -> None:
     """Per-arm results with 95% CIs, variant-vs-control differences, and the verdict."""
     from labcoat import report as reports
 

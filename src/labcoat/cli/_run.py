@@ -59,6 +59,10 @@ def run(
     runs_on = ExecutorConfig(name=executor, address=address, partition=partition,
                              slurm=parse_settings(slurm or []))
 
+    if not until_decisive and (max_seeds is not None or round_size is not None):
+        flag = "--max-seeds" if max_seeds is not None else "--round-size"
+        raise LabcoatError(f"{flag} sets how a sequential run adds seeds; it needs "
+                           "--until-decisive (a plain run uses the design's `seeds:`)")
     if until_decisive:
         if chaos:
             raise LabcoatError("--chaos and --until-decisive do not combine; run them apart")
