@@ -110,3 +110,31 @@ def test_a_missing_mapping_lists_the_directory_keys(home, logdir):
     assert done.returncode != 0
     assert "has no key 'arm'" in done.stderr
     assert "path.model (2 values: 'base', 'wide')" in done.stderr
+
+
+def test_the_import_writes_the_same_points_on_sqlite_and_postgresql(db_backend, tmp_path,
+                                                                   stored, equal_points):
+    """The store's two backends: SQLite inserts tuples, PostgreSQL upserts rows."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from labcoat.runner import ImportHypothesis, import_runs
+
+    for arm in ARMS:
+        for seed in (0, 1):
+            with SummaryWriter(str(tmp_path / "runs" / arm / f"seed{seed}")) as w:
+                for step in range(20):
+                    w.add_scalar("acc", 0.5 + step / 100 + (arm == "wide") / 10 + seed / 50,
+                                 step)
+                w.add_scalar("acc", float("nan"), 20)  # a diverged last point is kept as NaN
+    flags = ImportHypothesis(metric="acc", direction="increase", control="base")
+    for outcome in ("new", "same"):
+        done = import_runs("tensorboard", [tmp_path / "runs"], experiment="tb-db",
+                           arm_by="path.0", seed_by="path.1", hypothesis=flags)
+        assert done.outcomes == {outcome: 4}
+    held = stored("tb-db")
+    assert sorted(held) == ["base-s0", "base-s1", "wide-s0", "wide-s1"]
+    for arm in ARMS:
+        for seed in (0, 1):
+            want = {e.step: e.value for e in
+                    _accumulated(tmp_path / "runs" / arm / f"seed{seed}")["acc"]}
+            equal_points(held[f"{arm}-s{seed}"]["acc"], want)
