@@ -138,3 +138,33 @@ def test_the_import_writes_the_same_points_on_sqlite_and_postgresql(db_backend, 
             want = {e.step: e.value for e in
                     _accumulated(tmp_path / "runs" / arm / f"seed{seed}")["acc"]}
             equal_points(held[f"{arm}-s{seed}"]["acc"], want)
+
+
+def test_a_short_design_file_states_the_hypothesis(home, logdir, tmp_path):
+    import json
+
+    design = tmp_path / "design.yaml"
+    design.write_text("hypothesis:\n  claim: wide helps\n  metric: eval/acc\n"
+                      "  direction: increase\n  smallest_effect: 0.001\n  bounds: [0, 1]\n"
+                      "control: base\nsecondary_metrics: [train/loss]\n")
+    done = cli("import", "tensorboard", str(logdir), "--experiment", "tbd", "--arm-by", "model",
+               "--seed-by", "seed", "--design", str(design))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(cli("report", "tbd", "--json", check=True).stdout)
+    result = data["results"][0]
+    assert result["hypothesis"]["claim"] == "wide helps" and result["control"] == "base"
+    # the verdict's numbers against scipy on the accumulator's last values
+    from scipy import stats as sps
+
+    last = {arm: [_accumulated(logdir / f"model={arm},seed={s}")["eval/acc"][-1].value
+                  for s in SEEDS] for arm in ARMS}
+    seeds = result["comparisons"][0]["seeds"]
+    assert seeds["estimate"] == pytest.approx(np.mean(last["wide"]) - np.mean(last["base"]),
+                                              rel=1e-9)
+    welch = sps.ttest_ind(last["wide"], last["base"], equal_var=False)
+    assert seeds["p_value"] == pytest.approx(welch.pvalue, rel=1e-6)
+    assert set(data["secondary"]["train/loss"]) == {"base", "wide"}
+    design.write_text("seeds: 3\n")
+    refused = cli("import", "tensorboard", str(logdir), "--experiment", "tbd2", "--arm-by",
+                  "model", "--seed-by", "seed", "--design", str(design))
+    assert refused.returncode != 0 and "seeds cannot be set for an import" in refused.stderr
