@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from helpers import XSS, plotly_figures, stored_experiment, use_home
+from helpers import XSS, cli, plotly_figures, stored_experiment, use_home
 
 from .conftest import DESIGN  # noqa: TID252
 
@@ -50,3 +50,30 @@ def test_ledger_page_scores_the_store(app: TestClient) -> None:
     figures = plotly_figures(page.text)
     assert figures and figures[0][1]["yaxis"]["title"]["text"] == "observed frequency"
     assert "/ledger" in app.get("/").text
+
+
+@pytest.mark.needs("ui")
+def test_ledger_html_draws_its_reliability_diagram_offline(app: TestClient,
+                                                          tmp_path: Path) -> None:
+    """`labcoat ledger --html`: plotly draws the diagram in Debian's chromium with no
+    network, and no script in an author's name runs."""
+    from .test_browser import CHROMIUM  # noqa: TID252
+
+    if CHROMIUM is None:
+        pytest.fail("chromium is required for the browser tests (see tests/web/test_browser.py)")
+    from playwright.sync_api import sync_playwright
+
+    out = tmp_path / "ledger.html"
+    cli("ledger", "--html", str(out), check=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:")
+                   else r.abort())
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(out.as_uri())
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        assert page.locator(".js-plotly-plot").count() >= 1
+        assert XSS in page.inner_text("body") and dialogs == []
+        browser.close()

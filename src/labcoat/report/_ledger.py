@@ -68,22 +68,23 @@ def print_ledger(found: Ledger, console: Console) -> None:
 
 
 def reliability_figure(s: Score) -> Any:
-    """Observed frequency against forecast per bin, Wilson 95% intervals, the diagonal."""
+    """Observed frequency against forecast per bin, Wilson 95% intervals, the diagonal;
+    laid out as the report's figures are (title, legend, toolbar kept apart)."""
     import plotly.graph_objects as go
 
-    fig = go.Figure()
+    from labcoat.report._figures import _figure
+
+    fig = _figure(f"Reliability: {s.group} (95% Wilson intervals)")
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="calibrated",
                              line={"dash": "dash", "color": "gray"}))
     fig.add_trace(go.Scatter(
         x=[b.mean_forecast for b in s.bins], y=[b.observed for b in s.bins],
-        mode="markers+lines", name=s.group, text=[f"n={b.n}" for b in s.bins],
+        mode="markers+lines", name=escape(s.group), text=[f"n={b.n}" for b in s.bins],
         error_y={"type": "data", "symmetric": False,
                  "array": [b.ci_high - b.observed for b in s.bins],
                  "arrayminus": [b.observed - b.ci_low for b in s.bins]}))
-    fig.update_layout(template="plotly_white", height=380,
-                      title=f"Reliability: {s.group} (95% Wilson intervals)",
-                      xaxis={"title": "forecast P(supported)", "range": [0, 1]},
-                      yaxis={"title": "observed frequency", "range": [0, 1]})
+    fig.update_layout(xaxis={"title": {"text": "forecast P(supported)"}, "range": [0, 1]},
+                      yaxis={"title": {"text": "observed frequency"}, "range": [0, 1]})
     return fig
 
 
