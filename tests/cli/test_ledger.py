@@ -126,3 +126,17 @@ def test_an_overconfident_author_is_flagged_in_the_ledger_scores():
     found = score("author ada", entries)
     assert found.flagged and "overconfident" in found.calibration_words
     assert found.brier.brier == pytest.approx(metrics.brier_score_loss(happened, p), abs=1e-12)
+
+
+def test_three_outcome_predictions_are_scored_on_three_outcomes():
+    """refuted: stated, inconclusive implied; the verdict REFUTED is the second outcome."""
+    from labcoat.analysis import Entry
+    from labcoat.analysis._ledger import score
+
+    entries = [Entry("e", "H1", "c", 0.6, "ada", None, "not supported", ["refuted"], None,
+                     three=(0.6, 0.3, 0.1), outcome3=1),
+               Entry("e", "H2", "c", 0.5, "ada", None, "supported", ["supported"], None,
+                     three=(0.5, 0.2, 0.3), outcome3=0)]
+    found = score("author ada", entries)
+    expected = ((0.6 ** 2 + 0.7 ** 2 + 0.1 ** 2) + (0.5 ** 2 + 0.2 ** 2 + 0.3 ** 2)) / 2
+    assert (found.brier3, found.brier3_n) == (pytest.approx(expected), 2)

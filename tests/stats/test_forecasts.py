@@ -157,3 +157,16 @@ def test_wrong_input_is_refused() -> None:
         stats.brier_score([1.2], [1])
     with pytest.raises(ValueError, match="0 .* or 1"):
         stats.brier_score([0.2], [2])
+
+
+def test_three_outcome_brier_equals_scikit_learn_and_brute_force() -> None:
+    rng = np.random.default_rng(4)
+    p = rng.dirichlet([1, 1, 1], N)
+    o = rng.integers(0, 3, N)
+    brute = np.mean([sum((p[i, k] - (o[i] == k)) ** 2 for k in range(3)) for i in range(N)])
+    assert stats.brier_score_multi(p, o) == pytest.approx(brute, abs=1e-12)
+    metrics = pytest.importorskip("sklearn.metrics")
+    assert stats.brier_score_multi(p, o) == pytest.approx(
+        metrics.brier_score_loss(o, p, labels=[0, 1, 2], scale_by_half=False), abs=1e-12)
+    with pytest.raises(ValueError, match="summing to 1"):
+        stats.brier_score_multi([[0.5, 0.2, 0.2]], [0])

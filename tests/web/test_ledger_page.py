@@ -14,15 +14,15 @@ from helpers import XSS, cli, plotly_figures, stored_experiment, use_home
 from .conftest import DESIGN  # noqa: TID252
 
 
-def _predicted(name: str, prior: float, better: float, author: str) -> None:
+def _predicted(name: str, prior: float, better: float, author: str, **more: float) -> None:
     """Two arms, three seeds; `better` scores higher on every item when better > 0.3."""
     trials = [{"key": f"{arm}-s{seed}", "arm": arm, "seed": seed, "params": {"quality": q},
                "items": {"t": {f"i{i}": float((i * 7 + seed) % 10 < 10 * q)
                                for i in range(40)}}}
               for arm, q in (("base", 0.3), ("better", better)) for seed in range(3)]
     plan = {"hash": "0" * 64, "frozen_at": "2026-01-01T00:00:00", "amendments": [],
-            "plan": {"predictions": {"H1": {"supported": prior, "author": author}}},
-            "original_predictions": {"H1": {"supported": prior, "author": author}}}
+            "plan": {"predictions": {"H1": {"supported": prior, "author": author, **more}}},
+            "original_predictions": {"H1": {"supported": prior, "author": author, **more}}}
     stored_experiment(name, DESIGN.replace("name: demo", f"name: {name}"), trials, plan)
 
 
@@ -32,7 +32,7 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestClient:
 
     use_home(monkeypatch, tmp_path / "home")
     _predicted("wins", 0.8, 0.8, XSS)
-    _predicted("loses", 0.7, 0.3, "bo")
+    _predicted("loses", 0.7, 0.3, "bo", refuted=0.2)
     return TestClient(create_app(UIConfig()), base_url="http://127.0.0.1:8000")
 
 
@@ -44,6 +44,9 @@ def test_ledger_page_scores_the_store(app: TestClient) -> None:
     assert got["loses"]["surprise"] == pytest.approx(-math.log2(0.3))
     everyone = data["scores"][0]
     assert everyone["brier"]["brier"] == pytest.approx(((0.8 - 1) ** 2 + 0.7 ** 2) / 2)
+    # "loses" also stated refuted 0.2 (so other 0.1); its verdict is inconclusive: "other"
+    assert got["loses"]["three"] == pytest.approx([0.7, 0.2, 0.1])
+    assert everyone["brier3"] == pytest.approx(0.7 ** 2 + 0.2 ** 2 + 0.9 ** 2)
     page = app.get("/ledger")
     assert page.status_code == 200
     assert XSS not in page.text  # the author's name arrives escaped

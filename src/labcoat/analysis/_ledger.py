@@ -44,6 +44,8 @@ class Entry:
     frozen_at: str = ""
     edits: list[dict[str, Any]] = field(default_factory=list)  # after trials started
     note: str = ""  # why it is not scored, if it is not
+    three: tuple[float, float, float] | None = None  # P(supported, refuted, other), if stated
+    outcome3: int | None = None  # 0 supported, 1 refuted (any comparison), 2 other
 
     @property
     def scored(self) -> bool:
@@ -79,6 +81,8 @@ class Score:
     log_score: float | None = None  # bits per forecast
     crps: float | None = None  # mean over effect intervals
     crps_n: int = 0
+    brier3: float | None = None  # over supported / refuted / other, where all three stated
+    brier3_n: int = 0
     bins: list[stats.ReliabilityBin] = field(default_factory=list)
     levels: list[stats.LevelCalibration] = field(default_factory=list)
     calibration: stats.CalibrationTest | None = None
@@ -152,6 +156,12 @@ def entries_of(analysis: Analysis) -> list[Entry]:
         if prior is not None and state != PENDING:
             p = prior if state == SUPPORTED else 1 - prior
             entry.surprise = -math.log2(p)
+        if stated and ("refuted" in stated or "inconclusive" in stated):
+            refuted = stated.get("refuted", 1 - stated["supported"] - stated.get(
+                "inconclusive", 0))
+            entry.three = (stated["supported"], refuted, 1 - stated["supported"] - refuted)
+        if state != PENDING:
+            entry.outcome3 = 0 if state == SUPPORTED else 1 if "refuted" in verdicts else 2
         if stated and "interval" in stated:
             low, high = stated["interval"]
             guess = stated.get("effect", (low + high) / 2)
@@ -176,6 +186,11 @@ def score(group: str, entries: list[Entry]) -> Score:
     result.levels = stats.calibration_by_level(p, o)
     if len(done) >= MIN_TESTED:
         result.calibration = stats.spiegelhalter_z(p, o)
+    three = [e for e in done if e.three is not None]
+    if three:
+        result.brier3 = stats.brier_score_multi([e.three for e in three],
+                                                [e.outcome3 for e in three])
+        result.brier3_n = len(three)
     crps = [e.crps for e in done if e.crps is not None]
     if crps:
         result.crps, result.crps_n = sum(crps) / len(crps), len(crps)

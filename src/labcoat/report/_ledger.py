@@ -36,7 +36,7 @@ def _entry_rows(found: Ledger) -> list[list[str]]:
 HEADERS = ["experiment", "hypothesis", "author", "tag", "prior", "outcome", "verdict",
            "surprise (bits)", "CRPS (effect)", "prediction"]
 SCORE_HEADERS = ["who", "n", "Brier", "reliability", "resolution", "uncertainty",
-                 "log score (bits)", "CRPS", "calibration"]
+                 "log score (bits)", "CRPS", "Brier, 3 outcomes", "calibration"]
 
 
 def _score_row(s: Score) -> list[str]:
@@ -44,6 +44,7 @@ def _score_row(s: Score) -> list[str]:
     return [s.group, str(s.n), _num(b and b.brier), _num(b and b.reliability),
             _num(b and b.resolution), _num(b and b.uncertainty), _num(s.log_score),
             f"{_num(s.crps, '.3g')} ({s.crps_n})" if s.crps_n else "-",
+            f"{_num(s.brier3)} ({s.brier3_n})" if s.brier3_n else "-",
             s.calibration_words if s.n else "nothing resolved yet"]
 
 

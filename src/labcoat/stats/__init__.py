@@ -20,9 +20,10 @@
 - one set of items under k conditions (prompt templates): spread_of_means (range, paired)
 - the verdict on a hypothesis (supported, negligible, refuted, no-effect, aliased,
   inconclusive; equivalence by TOST): verdict, equivalence_p, Verdict, DECISIONS
-- forecasts of outcomes (`labcoat ledger`): brier_score, murphy_decomposition, log_score,
-  crps_normal, crps_interval, reliability_bins, calibration_by_level, spiegelhalter_z,
-  wilson_interval; expected_information (what a test teaches about a claim, in bits)
+- forecasts of outcomes (`labcoat ledger`): brier_score, brier_score_multi,
+  murphy_decomposition, log_score, crps_normal, crps_interval, reliability_bins,
+  calibration_by_level, spiegelhalter_z, wilson_interval; expected_information (what a
+  test teaches about a claim, in bits)
 - warnings that qualify a result: StatsWarning
 """
 
@@ -54,6 +55,7 @@ from labcoat.stats._forecasts import (
     Murphy,
     ReliabilityBin,
     brier_score,
+    brier_score_multi,
     calibration_by_level,
     crps_interval,
     crps_normal,
@@ -130,6 +132,7 @@ __all__ = [
     "Murphy",
     "ReliabilityBin",
     "brier_score",
+    "brier_score_multi",
     "calibration_by_level",
     "crps_interval",
     "crps_normal",

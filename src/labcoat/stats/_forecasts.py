@@ -47,6 +47,23 @@ def brier_score(p: ArrayLike, outcome: ArrayLike) -> float:
     return float(np.mean((f - o) ** 2))
 
 
+def brier_score_multi(p: ArrayLike, outcome: ArrayLike) -> float:
+    """Brier's (1950) original score over k exclusive outcomes: the mean over forecasts of
+    sum_k (p_k - 1[outcome = k])^2, between 0 and 2. p: n x k probabilities (rows sum to
+    1); outcome: the index of what happened, per forecast."""
+    f = np.asarray(p, dtype=float)
+    o = np.asarray(outcome)
+    if f.ndim != 2 or o.shape != (f.shape[0],):
+        raise ValueError(f"p must be n x k and outcome n indices; got {f.shape} and {o.shape}")
+    if np.any((f < 0) | (f > 1)) or np.any(np.abs(f.sum(axis=1) - 1) > 1e-9):
+        raise ValueError("each row of p is a distribution: entries in [0, 1] summing to 1")
+    if np.any((o < 0) | (o >= f.shape[1])) or not np.issubdtype(o.dtype, np.integer):
+        raise ValueError(f"outcomes are indices 0..{f.shape[1] - 1}")
+    hit = np.zeros_like(f)
+    hit[np.arange(f.shape[0]), o] = 1
+    return float(np.mean(np.sum((f - hit) ** 2, axis=1)))
+
+
 def log_score(p: ArrayLike, outcome: ArrayLike) -> float:
     """Mean surprise, -log2 of the probability given to what happened (bits; lower is
     better; infinite for a certain forecast that was wrong)."""
