@@ -59,8 +59,28 @@ def _page_id(page: Path) -> str:
     return str(page.relative_to(ROOT))
 
 
+IMPORT = re.compile(r"^\s*(?:import|from)\s+([\w.]+)", re.M)
+NEEDS_TORCH = ("labcoat.torch", "labcoat.workloads", "labcoat.integrations")
+
+
+def missing_modules(page: Path) -> list[str]:
+    """Modules a page's python examples import that this install lacks (an extra), so
+    the page is skipped, not failed, without e.g. the hf or lightning extra."""
+    from importlib.util import find_spec
+
+    code = "".join(b["code"] for b in runnable(page)
+                   if b["lang"] == "python" or str(b["arg"]).endswith(".py"))
+    names = {n.split(".")[0] for n in IMPORT.findall(code) if n.split(".")[0] != "labcoat"}
+    if any(n.startswith(NEEDS_TORCH) for n in IMPORT.findall(code)):
+        names.add("torch")
+    return sorted(n for n in names if find_spec(n) is None)
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if runnable(p)], ids=_page_id)
 def test_examples_run(page: Path, tmp_path: Path) -> None:
+    missing = missing_modules(page)
+    if missing:
+        pytest.skip(f"{page.name} needs {', '.join(missing)} (an extra of labcoat)")
     spec = tmp_path / "blocks.json"
     spec.write_text(json.dumps({"page": _page_id(page), "blocks": runnable(page)}))
     work = tmp_path / "work"
