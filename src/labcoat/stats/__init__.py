@@ -24,6 +24,9 @@
   murphy_decomposition, log_score, crps_normal, crps_interval, reliability_bins,
   calibration_by_level, spiegelhalter_z, wilson_interval; expected_information (what a
   test teaches about a claim, in bits)
+- ratings of many models from battles or per-item scores: battles, battles_from_scores,
+  bradley_terry (Davidson ties, bootstrap and rank intervals), elo (spread over orders),
+  nash_average / nash_rating (redundancy-invariant), redundancy_audit
 - warnings that qualify a result: StatsWarning
 """
 
@@ -87,6 +90,7 @@ from labcoat.stats._multiple import (
     holm,
     macro_average,
 )
+from labcoat.stats._nash import NashAverage, nash_average
 from labcoat.stats._power import (
     PilotVariances,
     family_alpha,
@@ -101,6 +105,22 @@ from labcoat.stats._power import (
     seeds_needed_from_pilot,
 )
 from labcoat.stats._profiles import Profile, performance_profile
+from labcoat.stats._ratings import (
+    Battles,
+    Elo,
+    Ratings,
+    battles,
+    battles_from_scores,
+    bradley_terry,
+    elo,
+)
+from labcoat.stats._redundancy import (
+    Audit,
+    AuditRow,
+    cluster_game,
+    nash_rating,
+    redundancy_audit,
+)
 from labcoat.stats._robust import trimmed_mean_interval, yuen
 from labcoat.stats._seeds import mean_interval, paired_t, welch
 from labcoat.stats._sequential import (
@@ -126,6 +146,20 @@ from labcoat.stats._types import Difference, Interval
 from labcoat.stats._verdict import DECISIONS, Verdict, equivalence_p, verdict
 
 __all__ = [
+    "Audit",
+    "AuditRow",
+    "Battles",
+    "Elo",
+    "NashAverage",
+    "Ratings",
+    "battles",
+    "battles_from_scores",
+    "bradley_terry",
+    "cluster_game",
+    "elo",
+    "nash_average",
+    "nash_rating",
+    "redundancy_audit",
     "CALIBRATION_ALPHA",
     "CalibrationTest",
     "LevelCalibration",
