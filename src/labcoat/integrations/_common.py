@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torch.autograd.graph import increment_version
-
 from labcoat import environment as env
 from labcoat.errors import LabcoatError
 from labcoat.journal import Events
@@ -80,25 +78,11 @@ def start_guard(model: Any, optimizer: Any, run: Run, options: dict[str, Any],
     """`watch` the model and optimizer (the callback, not the guard, acts on stop_on); returns
     the guard and the hook handles to remove with it."""
     options = {"start_step": start_step, **options}
-    handles = []
-    if any(group.get("fused") for group in optimizer.param_groups):
-        # Fused optimizers (torch.optim.AdamW(fused=True), Trainer's default "adamw_torch_fused"
-        # with torch >= 2.8) update parameters in place without bumping their version counters
-        # (torch 2.13), which the guard reads as "this step changed no parameter". Registered
-        # before the guard's hooks, this one bumps them for the parameters the step updated.
-        handles.append(optimizer.register_step_post_hook(_bump_versions))
     try:
         guard = watch(model, optimizer, run=run, **options)
     except GuardError as err:
-        for handle in handles:
-            handle.remove()
         raise LabcoatError(f"LabcoatCallback(guard=...): {err}") from None
-    return guard, handles
-
-
-def _bump_versions(optimizer: Any, args: Any, kwargs: Any) -> None:
-    increment_version([p for group in optimizer.param_groups for p in group["params"]
-                       if p.grad is not None])
+    return guard, []  # no hooks of its own (the guard handles fused optimizers itself)
 
 
 @dataclass

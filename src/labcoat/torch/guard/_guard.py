@@ -95,6 +95,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.autograd.graph import increment_version
 from torch.nn.modules import module as module_hooks
 
 from labcoat.journal import Events
@@ -229,7 +230,12 @@ class Guard:
                      for name in names}  # callbacks at the other steps
         self._lights = not any(c.every_step for c in self._checks)  # light steps allowed
         mark = _marker(weakref.ref(self))
+        # fused optimizers (AdamW(fused=True), Trainer's default "adamw_torch_fused") update
+        # parameters in place without bumping their version counters (torch 2.13), which
+        # update.skipped would read as "this step changed no parameter": bump them first
+        fused = any(group.get("fused") for group in optimizer.param_groups)
         self._handles: list[Any] = [
+            *([optimizer.register_step_post_hook(_bump_versions)] if fused else []),
             optimizer.register_step_pre_hook(self._pre_step),
             optimizer.register_step_post_hook(self._post_step),
             model.register_forward_pre_hook(self._forward_pre, with_kwargs=True),
@@ -760,3 +766,10 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def _bump_versions(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    """A fused optimizer's step, as a plain one would count it: every parameter with a
+    gradient was updated in place."""
+    increment_version([p for group in optimizer.param_groups for p in group["params"]
+                       if p.grad is not None])
