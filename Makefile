@@ -22,8 +22,10 @@ setup: $(STAMP)
 demo: setup
 	$(VENV)/bin/labcoat demo
 
+# two workers (this machine's cores); a module's tests stay on one worker, so a module's
+# shared fixture (a run it reads) is built once
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadscope
 
 lint: setup
 	$(VENV)/bin/ruff check src tests
