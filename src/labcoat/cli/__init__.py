@@ -13,6 +13,7 @@ from labcoat.cli._contamination import contamination
 from labcoat.cli._evals import app as evals_app
 from labcoat.cli._ledger import ledger
 from labcoat.cli._main import main
+from labcoat.cli._rate import rate
 from labcoat.cli._scaling import app as scaling_app
 
 __all__ = ["app", "main"]
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.add_typer(scaling_app, name="scaling")
 app.command("contamination")(contamination)
 app.add_typer(evals_app, name="evals")
+app.command("rate")(rate)
 for verb in (_design.init, _design.lint, _design.plan, _run.run, _results.status, _results.show,
              _results.export, _results.report, _results.compare):
     app.command()(verb)
