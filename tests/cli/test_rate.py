@@ -85,8 +85,11 @@ def test_per_item_results_of_several_models(tmp_path: Path) -> None:
             for i in range(120):
                 writer.writerow([f"i{i}", "arc" if i < 60 else "gsm", int(rng.random() < skill)])
         files.append(str(path))
-    out = _json(*files, "--bootstrap", "50", "--orders", "5")
+    partial = tmp_path / "partial.csv"  # scored half the items: left out, and said so
+    partial.write_text("item,task,score\n" + "".join(f"i{i},arc,1\n" for i in range(60)))
+    out = _json(*files, str(partial), "--bootstrap", "50", "--orders", "5")
     assert [Path(m["model"]).stem for m in out["models"]] == ["strong", "mid", "weak"]
+    assert out["dropped_models"] == [str(partial)]
     assert out["battles"] == 120 * 3 and out["clusters"] == ["arc", "gsm"]
 
 

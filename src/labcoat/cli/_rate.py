@@ -64,7 +64,7 @@ def rate(
     when a cluster is duplicated or dropped."""
     from labcoat import stats
 
-    data, origin = _load(sources, cluster, prompt, metric)
+    data, origin, dropped = _load(sources, cluster, prompt, metric)
     try:
         bt = stats.bradley_terry(data, ties=ties.value, prior=prior, bootstrap=bootstrap,
                                  ci=ci, seed=seed)
@@ -75,7 +75,7 @@ def rate(
                  if audit and data.cluster is not None else None)
     except ValueError as e:
         raise LabcoatError(f"{origin}: {e}") from None
-    out = _summary(origin, data, bt, el, nash, found)
+    out = _summary(origin, data, bt, el, nash, found) | {"dropped_models": dropped}
     if as_json:
         print_json(out)
     else:
@@ -83,11 +83,13 @@ def rate(
 
 
 def _load(sources: list[str], cluster: str | None, prompt: str | None,
-          metric: str | None) -> tuple[Battles, str]:
+          metric: str | None) -> tuple[Battles, str, list[str]]:
+    """The battles, where they came from, and models left out (per-item results: a model
+    that missed items of the common set)."""
     from labcoat import stats
 
     if len(sources) == 1 and Path(sources[0]).is_file():
-        return _read_battles(Path(sources[0]), cluster, prompt), sources[0]
+        return _read_battles(Path(sources[0]), cluster, prompt), sources[0], []
     if len(sources) == 1 and Path(sources[0]).suffix.lower() in (".csv", ".jsonl", ".json"):
         raise LabcoatError(f"{sources[0]}: no such file; give a battles file (CSV or JSONL)")
     if cluster is not None or prompt is not None:
@@ -102,7 +104,7 @@ def _load(sources: list[str], cluster: str | None, prompt: str | None,
                                f" ({', '.join(matrix.dropped)} missed items)"
                                if matrix.dropped else ""))
     return stats.battles_from_scores(matrix.scores, matrix.models,
-                                     clusters=matrix.tasks), " ".join(sources)
+                                     clusters=matrix.tasks), " ".join(sources), matrix.dropped
 
 
 def _read_battles(path: Path, cluster: str | None, prompt: str | None) -> Battles:
@@ -227,6 +229,9 @@ def _print(out: dict[str, Any]) -> None:
                       f"{e['mean']:.0f} [{e['low']:.0f}, {e['high']:.0f}]",
                       "-" if n is None else f"{n['rating']:+.3f}", str(m["games"]))
     console.print(table)
+    if out["dropped_models"]:
+        console.print(f"[yellow]warning:[/] left out (did not score every item): "
+                      f"{escape(', '.join(out['dropped_models']))}")
     if out["audit"] is None:
         console.print("[dim]no clusters: give --cluster COLUMN for the Nash rating and the "
                       "redundancy audit[/]")
