@@ -192,3 +192,17 @@ def test_redundancy_audit_rows() -> None:
         if row.change == "duplicate":
             assert np.abs(row.shift_nash).max() <= 1e-6
         assert np.abs(row.shift_bt).max() > 0
+
+
+@pytest.mark.slow
+def test_bootstrap_coverage_near_nominal_small_count() -> None:
+    """30 arenas x 8 models (the benchmark runs 200: benchmarks/ratings_coverage.py); with
+    240 intervals the Monte-Carlo SD of the coverage is 1.4 points, hence the wide band."""
+    hit = total = 0
+    for s in range(30):
+        data, truth = arena(100 + s, m=2000)
+        fit = bradley_terry(data, bootstrap=150, seed=s)
+        true_rating = 1000 + 400 / np.log(10) * truth
+        hit += int(np.sum((fit.low <= true_rating) & (true_rating <= fit.high)))
+        total += len(truth)
+    assert 0.90 <= hit / total <= 0.99
