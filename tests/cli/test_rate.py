@@ -136,3 +136,25 @@ def test_bad_battles_files_end_in_one_line(tmp_path: Path) -> None:
                                                        "(CSV or JSONL)")
     bad.write_text("model_a,model_b,winner\nx,y,tie\n")
     assert "no column 'topic' (given by --cluster)" in _error(str(bad), "--cluster", "topic")
+
+
+def test_an_experiment_in_the_store(home, tmp_path: Path) -> None:
+    """Per-item results imported into the store as arms of an experiment are its models."""
+    rng = np.random.default_rng(3)
+    for name, skill in (("strong", 0.85), ("mid", 0.6), ("weak", 0.3)):
+        path = tmp_path / f"{name}.csv"
+        path.write_text("item,task,score\n" + "".join(
+            f"i{i},{'arc' if i < 50 else 'gsm'},{int(rng.random() < skill)}\n"
+            for i in range(100)))
+        cli("import", "items", str(path), "--experiment", "cmp", "--arm", name, check=True)
+    out = _json("cmp", "--bootstrap", "50", "--orders", "5")
+    assert [m["model"].split("@")[0] for m in out["models"]] == ["strong", "mid", "weak"]
+    assert out["clusters"] == ["arc", "gsm"] and out["battles"] == 300
+    assert _error("nosuch").startswith("error: ")
+
+
+def test_one_per_item_file_says_what_is_needed(tmp_path: Path) -> None:
+    one = tmp_path / "model.csv"
+    one.write_text("item,score\ni1,1\n")
+    assert _error(str(one)).endswith("; per-item results need two or more files, one per "
+                                     "model")

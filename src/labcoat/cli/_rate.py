@@ -117,7 +117,9 @@ def _read_battles(path: Path, cluster: str | None, prompt: str | None) -> Battle
     if missing:
         raise LabcoatError(f"{path}: missing column(s) {', '.join(missing)}; found: "
                            f"{', '.join(fields) or 'none'}; a battles file needs model_a, "
-                           "model_b, winner (Chatbot Arena's columns)")
+                           "model_b, winner (Chatbot Arena's columns)"
+                           + ("; per-item results need two or more files, one per model"
+                              if {"score", "item", "doc_id"} & set(fields) else ""))
     for flag, col in (("--cluster", cluster), ("--prompt", prompt)):
         if col is not None and col not in fields:
             raise LabcoatError(f"{path}: no column {col!r} (given by {flag}); found: "

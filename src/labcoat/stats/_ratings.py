@@ -47,7 +47,8 @@ class Battles:
     def with_copies(self, cluster: int, copies: int) -> Battles:
         """The battles with cluster `cluster` present `copies` times in all: each extra copy
         is a new cluster (named "NAME#2", ...) with new prompts, as a redundant topic is."""
-        assert self.cluster is not None and self.clusters is not None
+        if self.cluster is None or self.clusters is None:
+            raise ValueError("with_copies needs battles with clusters")
         idx = np.flatnonzero(self.cluster == cluster)
         a, b, o, p, c = [self.a], [self.b], [self.outcome], [self.prompt], [self.cluster]
         names = list(self.clusters)
