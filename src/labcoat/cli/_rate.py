@@ -219,16 +219,17 @@ def _print(out: dict[str, Any]) -> None:
     console.print(f"[bold]{escape(out['source'])}[/]: {out['battles']} battles, "
                   f"{len(out['models'])} models" + (f", {len(out['clusters'])} clusters"
                                                    if out["clusters"] else ""))
-    table = Table(title="ratings (Elo scale; Nash: score rate - 0.5 against the cluster mix)")
-    for col in ("rank", "model", "Bradley-Terry", f"{level} CI", "rank CI", "Elo",
-                f"Elo over {out['elo_orders']} orders", "Nash", "games"):
+    table = Table(title="ratings: Elo scale; Elo in file order and its range over random "
+                        "orders; Nash: score rate - 0.5 against the cluster mix")
+    for col in ("rank", "model", f"Bradley-Terry [{level} CI]", "rank CI", "Elo",
+                f"Elo, {out['elo_orders']} orders", "Nash", "games"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for m in out["models"]:
         b, e, n = m["bradley_terry"], m["elo"], m["nash"]
-        ci = "-" if b["low"] is None else f"[{b['low']:.0f}, {b['high']:.0f}]"
-        table.add_row(str(m["rank"]), escape(m["model"]), f"{b['rating']:.0f}", ci,
+        ci = "" if b["low"] is None else f" [{b['low']:.0f}, {b['high']:.0f}]"
+        table.add_row(str(m["rank"]), escape(m["model"]), f"{b['rating']:.0f}{ci}",
                       f"{m['rank_low']}-{m['rank_high']}", f"{e['rating']:.0f}",
-                      f"{e['mean']:.0f} [{e['low']:.0f}, {e['high']:.0f}]",
+                      f"{e['low']:.0f}-{e['high']:.0f}",
                       "-" if n is None else f"{n['rating']:+.3f}", str(m["games"]))
     console.print(table)
     if out["dropped_models"]:
