@@ -44,6 +44,9 @@ def test_upgrading_from_the_first_schema_keeps_every_child_row(db_backend, home)
     with db.engine.connect() as conn:
         counts = {t: conn.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar() for t in TABLES}
         steps = conn.exec_driver_sql("SELECT last_step FROM attempt").scalar()
+        version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    with db.session() as session:
+        assert store.find_experiment(session, "old").trials[0].key == "a-s0"
     db.close()
     assert counts == dict.fromkeys(TABLES, 1)
-    assert steps == 10
+    assert steps == 10 and version == "0006"

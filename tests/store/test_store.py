@@ -238,32 +238,6 @@ def test_bad_database_url_is_a_clear_error(monkeypatch):
         store.open_store()
 
 
-def test_upgrading_a_first_schema_database_keeps_its_rows(db_backend, home):
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine
-
-    from labcoat.store._db import MIGRATIONS
-
-    url = os.environ.get("LABCOAT_DB") or f"sqlite:///{home / 'labcoat.db'}"
-    home.mkdir(parents=True)
-    engine = create_engine(url)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0001")
-        conn.execute(text("INSERT INTO experiment (name, design_yaml, design_hash, created_at) "
-                          "VALUES ('old', '', 'h', '2026-01-01')"))
-    engine.dispose()
-    db = store.open_store()  # migrates to head
-    with db.session() as session:
-        assert store.find_experiment(session, "old").name == "old"
-    with db.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0006"
-    db.close()
-
-
 def test_what_postgres_refuses_is_stored_not_fatal(db, db_backend):
     """A NUL byte in printed text, NaN inside an event's data and an over-long metric name:
     SQLite keeps them as they are; PostgreSQL refuses them, so the store adapts them
