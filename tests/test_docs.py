@@ -76,6 +76,17 @@ def missing_modules(page: Path) -> list[str]:
     return sorted(n for n in names if find_spec(n) is None)
 
 
+def test_no_example_run_installs_packages() -> None:
+    """An example that ran `pip install` would change the test venv under the rest of the
+    suite (`pip install 'labcoat[hf]'` once put drain3's cachetools pin back, breaking
+    MLflow's import in later tests): such blocks are `not-run`."""
+    for page in PAGES:
+        for block in runnable(page):
+            if block["lang"] in SHELL:
+                assert not re.search(r"\bpip\b.*\binstall\b", block["code"]), \
+                    f"{page.name}:{block['line']}: mark this block <!-- not-run: ... -->"
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if runnable(p)], ids=_page_id)
 def test_examples_run(page: Path, tmp_path: Path) -> None:
     missing = missing_modules(page)
