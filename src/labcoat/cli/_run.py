@@ -184,9 +184,14 @@ def _import_items(paths: list[Path], experiment: str, arm: str, seed: int | None
     console.print(f"imported {sum(done.tasks.values())} item scores ({done.format}, metric "
                   f"{escape(done.metric)}) as {escape(done.experiment)}/{escape(done.trial)}: "
                   f"{tasks}", soft_wrap=True)
-    for note in done.notes:
+    _notes_and_next(done.notes, done.experiment)
+
+
+def _notes_and_next(notes: list[str], experiment: str) -> None:
+    """An import's notes, then the command that judges what it stored."""
+    for note in notes:
         console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
-    console.print(f"next: {escape(labcoat_command())} report {escape(done.experiment)}",
+    console.print(f"next: {escape(labcoat_command())} report {escape(experiment)}",
                   soft_wrap=True)
 
 
@@ -205,10 +210,7 @@ def _import_runs(tool: str, paths: list[str], experiment: str, *, arm_by: str | 
     console.print(f"imported {sum(len(s) for s in done.arms.values())} {tool} runs "
                   f"({done.points:,} points{again}{replaced}) into "
                   f"{escape(done.experiment)}: {arms}", soft_wrap=True)
-    for note in done.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
-    console.print(f"next: {escape(labcoat_command())} report {escape(done.experiment)}",
-                  soft_wrap=True)
+    _notes_and_next(done.notes, done.experiment)
 
 
 def demo(
