@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from labcoat.torch import GuardError, read_reference_file, watch, write_reference_file
-from labcoat.torch.guard._invariants import MIN_RANGE_REFERENCES, _ranges
+from labcoat.torch.guard._checks_invariant import MIN_RANGE_REFERENCES, _ranges
 from labcoat.workloads.tinylm import Config, Fault, build_model, build_optimizer, train
 
 BASE = Config(width=32, depth=2, heads=4, steps=120, batch_size=16, eval_every=40,

@@ -1,36 +1,50 @@
-"""Data bugs: repeated or collapsing batches, wrong token ids, misaligned labels, eval leakage.
+"""Data bugs: repeated or shrinking batches, bad token ids, wrong labels, eval leakage, workers.
 
-Rules (family ``data``):
+Rules (family ``data``; ``data.label_collapse`` in family ``labels``):
 
-    data.token_range      critical  a token id < 0 or >= an nn.Embedding's size (the tokenizer
-                                    does not match the model); checked before the lookup at
-                                    training check steps (the first step is one, and a
-                                    mismatched tokenizer is there from the first batch), so
-                                    the alert explains the crash that follows
-    data.token_shift      warning   the input token distribution jumped away from its slow
-                                    running average (a different tokenizer or vocabulary,
-                                    the wrong data file): robust z > spike_z, or > spike_z/2
-                                    at 3 checks running
-    data.repeated_batch   error     a batch made of the rows of one recent hashed batch
-                                    (the previous step's, or one of the last 8 hashed): a
-                                    stuck or duplicating loader, or one looping over a few
-                                    batches (an unshuffled loop over fewer batches than that
-                                    on purpose: disable the rule)
-    data.batch_size       warning   examples per step collapsed below half their median
-                                    for 2 steps running (a sharding or drop_last bug)
-    data.label_leak       error     labels equal the inputs at the same or an earlier
-                                    position: the model can read the answer (the next-token
-                                    shift is missing, or reversed)
-    data.label_offset     error     labels aligned differently than declared or than at the
-                                    run's start (shifted twice: predicting two tokens ahead),
-                                    or at no offset at all any more (rows paired with other
-                                    rows' labels)
-    data.label_mask       error     the share of label positions that count in the loss, or
-                                    of rows with none, jumped from its history (robust z >
-                                    spike_z, or > spike_z/2 at 3 checks running): part of
-                                    the batch masked out, answers truncated away, or
-                                    padding/prompts trained on
-    data.eval_leak        error     a training row equal to a registered eval item
+    data.token_range     critical  a token id < 0 or >= an nn.Embedding's size (the tokenizer
+                                   does not match the model); checked before the lookup at
+                                   training check steps (the first step is one, and a mismatched
+                                   tokenizer is there from the first batch), so the alert
+                                   explains the crash that follows
+    data.token_shift     warning   the input token distribution jumped away from its slow
+                                   running average (a different tokenizer or vocabulary, the
+                                   wrong data file): robust z > spike_z, or > spike_z/2 at 3
+                                   checks running
+    data.repeated_batch  error     a batch made of the rows of one recent hashed batch (the
+                                   previous step's, or one of the last 8 hashed): a stuck or
+                                   duplicating loader, or one looping over a few batches (an
+                                   unshuffled loop over fewer batches than that on purpose:
+                                   disable the rule)
+    data.batch_size      warning   examples per step collapsed below half their median for 2
+                                   steps running (a sharding or drop_last bug)
+    data.label_leak      error     labels equal the inputs at the same or an earlier position:
+                                   the model can read the answer (the next-token shift is
+                                   missing, or reversed)
+    data.label_offset    error     labels aligned differently than declared or than at the run's
+                                   start (shifted twice: predicting two tokens ahead), or at no
+                                   offset at all any more (rows paired with other rows' labels)
+    data.label_mask      error     the share of label positions that count in the loss, or of
+                                   rows with none, jumped from its history (robust z > spike_z,
+                                   or > spike_z/2 at 3 checks running): part of the batch masked
+                                   out, answers truncated away, or padding/prompts trained on
+    data.eval_leak       error     a training row equal to a registered eval item
+    data.worker_rng      error     two worker processes of a watched DataLoader start (after
+                                   ``worker_init_fn``) with the same state of one global random
+                                   generator (torch, NumPy's legacy ``np.random`` or Python's
+                                   ``random``): every worker draws the same random numbers, so
+                                   random augmentation (crops, flips, noise, masking) is
+                                   identical across workers and the data is less varied than
+                                   believed. The causes: a ``worker_init_fn`` that seeds every
+                                   worker with one constant (``np.random.seed(0)``,
+                                   ``torch.manual_seed(seed)``), NumPy state forked from the
+                                   parent (PyTorch < 1.9, or a loader that starts its own
+                                   processes), a seed taken from a constant config value
+    data.label_collapse  error     every label of a batch is one class although the labels seen
+                                   at the earlier check steps make that all but impossible
+                                   (probability below COLLAPSE_P): labels overwritten
+                                   (``fill_``, a broadcast), a loader that maps every item to
+                                   one class, a wrong column read as labels
 
 The batch is the watched model's input (first tensor argument, or
 ``input_ids=``) at each training forward. Its rows are hashed
@@ -39,6 +53,37 @@ steps and the step before each (``check_every``): batch size compares those
 two steps, repeats the last 8 hashed batches; label, token and eval checks
 run at check steps.
 Label checks need ``guard.record(batch=(inputs, labels))``.
+
+``data.worker_rng``, DataLoader workers whose random generators start in the same
+state. Why not from the batches: identical augmentation across workers leaves their
+batches different (each worker transforms other items), so no batch invariant sees it
+(``data.repeated_batch`` sees only the degenerate case of a dataset whose items are
+pure random draws, where workers, or epochs, repeat each other's batches, once two
+equal batches fall on hashed steps). The generators themselves show it directly and
+exactly: a correct loader seeds each worker differently (PyTorch's default
+``base_seed + worker_id``, or a ``worker_init_fn`` using ``torch.initial_seed()`` /
+``get_worker_info().seed``).
+
+How: ``watch(..., loaders=[train_loader])`` wraps each loader's
+``worker_init_fn`` (before its workers start: give the loader to ``watch``
+before iterating it). After the user's function, each worker writes one 64-bit
+fingerprint per generator into a small shared-memory array; the main process
+reads it at check steps and at ``guard.close()`` (a few integers, no transfer).
+Loaders with fewer than two workers are not judged. Not covered: a ``numpy.random.Generator`` or
+``torch.Generator`` object held by the dataset and copied into every worker
+(its state is not global); workers a loader starts outside PyTorch's worker loop.
+
+``data.label_collapse``, labels that collapse to one class, judged against the classes
+the run has seen so far. Integer labels of ``guard.record(batch=(inputs, labels))``
+(or a dict's ``labels``) are counted at check steps (``check_every``; the first step
+is one), negative ids (an ``ignore_index`` such as -100) left out. A batch whose n
+labels are all class c is judged by the chance of that under the pooled shares so far,
+``p_c ** n`` with ``p_c`` smoothed (add-one, Laplace): a class never seen gets
+``1 / (total + 2)``. One check step of history is enough, so a collapse from step 2 is
+caught at the next check step; a collapse from the very first batch has no history to
+differ from (a reference run would be needed). Classes rare enough that a whole batch
+of them is plausible (a batch of 4 binary labels) are never flagged: the probability
+bound sees to that.
 """
 
 from __future__ import annotations
@@ -46,7 +91,11 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import random
 import statistics
+import sys
+import zlib
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -70,6 +119,9 @@ LABEL_FLOOR = 0.02  # the labelled share's scale is at least 2% of its median (p
 LABEL_CHECKS = 5  # check steps of history before the label shares are judged (~100 steps)
 EMPTY_FLOOR = 0.02  # ... and the share of rows without labels at least 2% of the rows
 LABEL_ROWS = 16  # rows of a batch the label checks look at (each has many positions)
+COLLAPSE_P = 1e-9  # a one-class batch this improbable under the labels seen so far collapsed
+MIN_LABELS = 8  # fewer labels in a batch: not judged (nothing is improbable enough)
+GENERATORS = ("torch", "numpy", "random")  # one fingerprint slot per worker and generator
 
 
 class Data(Check):
@@ -504,3 +556,172 @@ def _inputs_and_labels(batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
         return None
     return inputs.detach().reshape(inputs.shape[0], -1), labels.detach().reshape(
         labels.shape[0], -1)
+
+
+class _Fingerprint:
+    """A ``worker_init_fn``: the user's, then the worker's generator fingerprints into `slots`.
+
+    slots: shared int64 array (num_workers * len(GENERATORS)); 0 = not written yet.
+    Picklable (a top-level class), for loaders that spawn their workers.
+    """
+
+    def __init__(self, user: Any, slots: Any) -> None:
+        self.user = user
+        self.slots = slots
+
+    def __call__(self, worker_id: int) -> None:
+        if self.user is not None:
+            self.user(worker_id)
+        states = [bytes(torch.random.get_rng_state().numpy()), None,
+                  repr(random.getstate()).encode()]
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:  # a dataset that never imported NumPy draws nothing from it
+            states[1] = numpy.random.get_state()[1].tobytes()
+        base = worker_id * len(GENERATORS)
+        for g, state in enumerate(states):
+            if state is not None:  # crc32 and adler32: stable across processes (hash() is not)
+                self.slots[base + g] = (zlib.crc32(state) << 32 | zlib.adler32(state)) or 1
+
+
+class WorkerRng(Check):
+    """Generator fingerprints of the watched loaders' workers, read at check steps."""
+
+    family = "data"
+    rules = {
+        "data.worker_rng": Rule("error", "two DataLoader workers start with the same torch, "
+                                         "NumPy or `random` state (a `worker_init_fn` seeding "
+                                         "all alike, NumPy state forked): random augmentation "
+                                         "identical across workers; needs `watch(..., "
+                                         "loaders=[loader])` before the loader is iterated"),
+    }
+    periodic = frozenset({"on_pre_step"})
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.watched: list[tuple[int, Any, Any, Any]] = []  # (index, loader, slots, user fn)
+        if not self.active():
+            return
+        for i, loader in enumerate(ctx.config.loaders):
+            workers = getattr(loader, "num_workers", None)
+            if not isinstance(workers, int) or not hasattr(loader, "worker_init_fn"):
+                raise GuardError(f"loaders[{i}] is a {type(loader).__name__}, not a "
+                                 "torch.utils.data.DataLoader")
+            if workers < 2:
+                continue
+            mp = loader.multiprocessing_context or torch.multiprocessing
+            if isinstance(mp, str):
+                mp = torch.multiprocessing.get_context(mp)
+            slots = mp.Array("q", workers * len(GENERATORS), lock=False)
+            user = loader.worker_init_fn
+            loader.worker_init_fn = _Fingerprint(user, slots)
+            self.watched.append((i, loader, slots, user))
+        self.done: set[int] = set()  # loaders already alerted on
+
+    def active(self) -> bool:
+        return bool(self.ctx.config.loaders) and super().active()
+
+    def on_pre_step(self, step: Step) -> None:
+        if not step.check:
+            return
+        for i, loader, slots, _ in self.watched:
+            if i not in self.done:
+                self._judge(step.number, i, loader, list(slots))
+
+    def _judge(self, number: int, i: int, loader: Any, values: list[int]) -> None:
+        count = len(GENERATORS)
+        for g, name in enumerate(GENERATORS):
+            seen: dict[int, int] = {}
+            for worker in range(len(values) // count):
+                value = values[worker * count + g]
+                if not value:
+                    continue  # not started yet, or the generator is not in use
+                if value in seen:
+                    self.done.add(i)
+                    first = seen[value]
+                    self.ctx.alert(
+                        "data.worker_rng", "error",
+                        f"workers {first} and {worker} of loaders[{i}] "
+                        f"({loader.num_workers} workers) start with the same {name} random "
+                        "state: their random augmentation is identical; seed each worker "
+                        "differently in worker_init_fn (from torch.initial_seed() or "
+                        "torch.utils.data.get_worker_info().seed, not a constant)",
+                        step=number, evidence={"loader": i, "generator": name,
+                                               "workers": [first, worker],
+                                               "num_workers": loader.num_workers},
+                        subject=str(i))
+                    return
+                seen[value] = worker
+
+    def close(self) -> None:
+        for i, loader, slots, _ in self.watched:  # workers that started after the last check
+            if i not in self.done:
+                self._judge(self.ctx.completed, i, loader, list(slots))
+        for _, loader, _, user in self.watched:  # give the loader back its own function
+            if isinstance(loader.worker_init_fn, _Fingerprint):
+                loader.worker_init_fn = user
+        self.watched = []
+
+
+class Labels(Check):
+    """Counts of integer labels at check steps; a one-class batch against those counts."""
+
+    family = "labels"
+    rules = {
+        "data.label_collapse": Rule("error", "a batch whose labels are all one class, "
+                                             "improbable (< 1e-9) under the labels seen at "
+                                             "earlier check steps: labels overwritten, the "
+                                             "wrong column"),
+    }
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.counts: Counter[int] = Counter()
+        self.total = 0
+
+    def on_record(self, rec: Record) -> None:
+        if rec.batch is None or not self.ctx.is_check_step(rec.step):
+            return
+        labels = _labels(rec.batch)
+        if labels is None:
+            return
+        labels = labels[labels >= 0]
+        n = labels.numel()
+        if not n:
+            return
+        values, counts = torch.unique(labels, return_counts=True)
+        if len(values) == 1 and n >= MIN_LABELS and self.total:
+            self._judge(rec.step, int(values[0]), n)
+        for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+            self.counts[v] += c
+        self.total += n
+
+    def _judge(self, number: int, label: int, n: int) -> None:
+        share = (self.counts[label] + 1) / (self.total + 2)
+        log_p = n * math.log(share)
+        if log_p < math.log(COLLAPSE_P):
+            self.ctx.alert(
+                "data.label_collapse", "error",
+                f"all {n} labels at step {number} are class {label}, which was "
+                f"{self.counts[label] / self.total:.1%} of the {self.total} labels seen at "
+                f"earlier check steps (chance of such a batch ~1e{log_p / math.log(10):.0f}): "
+                "labels overwritten, a loader mapping every item to one class, or the wrong "
+                "column read as labels",
+                step=number, evidence={"label": label, "labels": n,
+                                       "share_before": self.counts[label] / self.total,
+                                       "seen": self.total},
+                subject=None)
+
+
+def _labels(batch: Any) -> torch.Tensor | None:
+    """The integer labels of a recorded batch: ``(inputs, labels, ...)`` or ``{"labels": ...}``."""
+    if isinstance(batch, dict):
+        value = batch.get("labels")
+    elif isinstance(batch, tuple | list) and len(batch) >= 2:
+        value = batch[1]
+    else:
+        return None
+    if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.is_complex():
+        return None
+    if value.dtype == torch.bool:
+        value = value.long()
+    return value.detach().reshape(-1)

@@ -25,7 +25,7 @@ import contextlib
 import fnmatch
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -34,6 +34,9 @@ from torch import nn
 from labcoat.torch.guard._alerts import GuardError, Rule
 from labcoat.torch.guard._guard_config import GuardConfig
 from labcoat.torch.guard._measure import Transfer
+
+if TYPE_CHECKING:
+    from labcoat.torch.guard._step_history import StepHistory
 
 
 class ParamTable:
@@ -195,6 +198,7 @@ class Step:
     norms_pre: np.ndarray | None = None
     norms_post: np.ndarray | None = None
     trained: np.ndarray | None = None  # touched by optimizer.step() (version moved)
+    moved: np.ndarray | None = None  # its value (norm) moved over the step
     updated: np.ndarray | None = None  # trained, and its value moved
 
     def __init__(self, number: int, check: bool, forwards: list[Forward], backwards: int,
@@ -240,6 +244,7 @@ class Context:
         self.table_changed = False  # the parameter table grew at this step (new optimizer params)
         self.evaluating = 0  # > 0 inside guard.evaluating()
         self.label_alignment: str | None = None  # the last recorded batch's, for invariants
+        self.history: StepHistory | None = None  # the update rules' shared bookkeeping
 
     def training_now(self) -> bool:
         """Whether a model call made now is a training forward (see `Forward`).

@@ -52,27 +52,27 @@ outside ``with guard.evaluating():``; anything else is evaluation.
 training forward since the last ``optimizer.step()``, else to the step just
 taken, so call it after the forward (before or after ``optimizer.step()``).
 
-Checks (rules and the bugs they catch are in each module's doc):
-``_checks_numerics`` (NaN/Inf, loss spikes, gradient-norm explosion),
-``_checks_dtype`` (linear layers outside autocast, hooked at check steps only),
-``_checks_updates`` (frozen layers, missing zero_grad, lr, optimizer state),
-``_checks_clipping`` (a clip coefficient applied to part of the gradients, check steps only),
-``_checks_modes`` (dropout/batch-norm mode), ``_checks_trainstate`` (a model evaluated
-before training set its train-only state), ``_checks_random`` (random draws in
-evaluation), ``_checks_data`` (repeated
-batches, token ids, labels, eval leakage), ``_checks_workers`` (DataLoader workers
-sharing one random state, with ``loaders=``), ``_checks_labels`` (labels collapsed to one
-class), ``_checks_model`` (causality probe,
-recomputation for silent data corruption), ``_checks_distributed`` (replica
-drift, gradient sync, stragglers) and ``_invariants`` (relations learned from
-clean reference runs).
+Checks: the rules named ``<family>.*`` are all in ``_checks_<family>`` (whose doc names
+the bugs they catch, the cost and the false-alarm shapes): ``nonfinite`` (NaN/Inf),
+``loss`` (spikes, divergence), ``grad_norm`` (explosion, collapse), ``numerics``
+(linear layers outside autocast, hooked at check steps only), ``update`` (steps that
+change nothing or too little, weights written outside the step), ``trainable`` (frozen
+layers), ``grad`` (missing zero_grad, accumulation, cut-off or partly clipped
+gradients), ``lr`` (the schedule), ``optimizer`` (param groups, state), ``mode``
+(dropout/batch-norm mode, random draws in evaluation, train-only state evaluated
+first), ``data`` (repeated batches, token ids, labels, eval leakage, loader workers),
+``model`` (causality probe), ``sdc`` (recomputation for silent data corruption),
+``dist`` (replica drift, gradient sync, stragglers) and ``invariant`` (relations
+learned from clean reference runs). ``_step_history`` keeps what the update,
+trainable, grad and optimizer rules share (one walk of the parameters per step).
 
 Journal events (through ``run.event`` when a run is given; else Python logging):
-    guard.started  info      checks, disabled, stop_on, reference_profiles
+    guard.started  info      checks, disabled, stop_on, reference_profiles, check_every,
+                             causal_every (how late a rule may see a failure: `labcoat shrink`)
     guard.alert    warning | error | critical
                              rule, severity, evidence (one per rule and subject per run)
     guard.stopped  critical  rule, alert_step (then GuardStop is raised)
-    guard.profile  info      profile (see `_invariants`), alerts, repeats, overhead_s
+    guard.profile  info      profile (see `_checks_invariant`), alerts, repeats, overhead_s
 """
 
 from __future__ import annotations
@@ -101,18 +101,21 @@ from torch.nn.modules import module as module_hooks
 from labcoat.journal import Events
 from labcoat.sdk import Run
 from labcoat.torch.guard._alerts import SEVERITIES, Alert, GuardError, GuardStop, at_least
-from labcoat.torch.guard._checks_clipping import GradClip
-from labcoat.torch.guard._checks_data import Data
-from labcoat.torch.guard._checks_distributed import Distributed
-from labcoat.torch.guard._checks_dtype import AutocastDtype
-from labcoat.torch.guard._checks_labels import Labels
-from labcoat.torch.guard._checks_model import Causality, Recompute
-from labcoat.torch.guard._checks_modes import Modes
-from labcoat.torch.guard._checks_numerics import Numerics
-from labcoat.torch.guard._checks_random import EvalRandom
-from labcoat.torch.guard._checks_trainstate import TrainOnlyState
-from labcoat.torch.guard._checks_updates import Updates, _step_counter
-from labcoat.torch.guard._checks_workers import WorkerRng
+from labcoat.torch.guard._checks_data import Data, Labels, WorkerRng
+from labcoat.torch.guard._checks_dist import Distributed
+from labcoat.torch.guard._checks_grad import Grad, GradClip
+from labcoat.torch.guard._checks_grad_norm import GradNorm
+from labcoat.torch.guard._checks_invariant import Invariants
+from labcoat.torch.guard._checks_loss import Loss
+from labcoat.torch.guard._checks_lr import LearningRate
+from labcoat.torch.guard._checks_mode import EvalRandom, Modes, TrainOnlyState
+from labcoat.torch.guard._checks_model import Causality
+from labcoat.torch.guard._checks_nonfinite import NonFinite
+from labcoat.torch.guard._checks_numerics import AutocastDtype
+from labcoat.torch.guard._checks_optimizer import OptimizerUse, _step_counter
+from labcoat.torch.guard._checks_sdc import Recompute
+from labcoat.torch.guard._checks_trainable import Trainable
+from labcoat.torch.guard._checks_update import Update
 from labcoat.torch.guard._context import (
     Check,
     Context,
@@ -123,10 +126,15 @@ from labcoat.torch.guard._context import (
     overrides,
 )
 from labcoat.torch.guard._guard_config import GuardConfig
-from labcoat.torch.guard._invariants import Invariants
 from labcoat.torch.guard._measure import Transfer
+from labcoat.torch.guard._step_history import StepHistory
 
-CHECKS: tuple[type[Check], ...] = (Numerics, AutocastDtype, Updates, GradClip, Modes,
+# The checks, in the order their callbacks run (alerts of one step come in this order). Each
+# `_checks_<family>` module holds every rule named ``<family>.*`` (tests/guard/
+# test_guard_rules.py holds them to it); `StepHistory` declares no rule: it keeps what the
+# update, trainable, grad and optimizer rules share, so it comes before them.
+CHECKS: tuple[type[Check], ...] = (NonFinite, GradNorm, Loss, AutocastDtype, StepHistory, Update,
+                                   Trainable, Grad, LearningRate, OptimizerUse, GradClip, Modes,
                                    TrainOnlyState, EvalRandom, Data, WorkerRng, Labels,
                                    Causality, Recompute, Distributed, Invariants)
 _LIGHT = Step(0, False, [], 0, [])  # stands for a light step between the step hooks
@@ -210,16 +218,24 @@ class Guard:
         self._forwards: list[Forward] = []
         self._current: Step | None = None
         self._spare = Transfer()  # reused by the post-step hook (resolve() empties it)
+        built: list[Check] = []  # all built first: StepHistory's activity is its users'
+        try:
+            for cls in CHECKS:
+                built.append(cls(self._ctx))
+        except BaseException:  # a bad option (GuardError): no hook of this guard stays behind
+            for check in built:
+                check.close()
+            raise
         self._checks = []
-        for cls in CHECKS:
-            check = cls(self._ctx)
+        for check in built:
             if check.active():
                 self._checks.append(check)
             else:
                 check.close()  # release any hook it registered
         by_name = {type(c).__name__: c for c in self._checks}
         self._data: Data | None = by_name.get("Data")  # type: ignore[assignment]
-        self._updates: Updates | None = by_name.get("Updates")  # type: ignore[assignment]
+        # the update rules' history: the gradient peaks a resumed run needs (state_dict)
+        self._updates: StepHistory | None = by_name.get("StepHistory")  # type: ignore[assignment]
         self._invariants: Invariants | None = by_name.get("Invariants")  # type: ignore[assignment]
         names = ("on_forward", "queue_pre", "on_pre_step", "queue_post", "on_post_step",
                  "on_record")
@@ -261,9 +277,10 @@ class Guard:
             self._handles.append(p.register_hook(functools.partial(self._on_grad, i)))
         self._event(Events.GUARD_STARTED, f"guard watching {len(self.params)} parameters with "
                     f"{len(self._checks)} check families", level="info", step=self.step,
-                    checks=[type(c).__name__.lower() for c in self._checks],
+                    checks=[type(c).__name__.lower() for c in self._checks if c.rules],
                     disabled=sorted(self._disabled), stop_on=config.stop_on,
-                    reference_profiles=self._invariants.references if self._invariants else 0)
+                    reference_profiles=self._invariants.references if self._invariants else 0,
+                    check_every=config.check_every, causal_every=config.causal_every)
 
     # --- public API ------------------------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 Defaults are the cheap default checks (a few fused reductions and one host
 transfer per optimizer step); the costlier probes (`causal`, `recompute_every`)
-are opt-in or periodic. Rule names for `disable` are listed in the check
-modules (``numerics``, ``updates``, ``modes``, ``data``, ``model``,
-``distributed``, ``invariant``) and by ``labcoat.torch.guard_rules()``.
+are opt-in or periodic. `disable` takes rule names (each in its ``_checks_<family>``
+module, listed by ``labcoat.torch.guard_rules()``) and the families of
+``guard_rule_table()`` (``numerics``, ``updates``, ``modes``, ``data``, ``labels``,
+``model``, ``distributed``, ``invariant``).
 """
 
 from __future__ import annotations
