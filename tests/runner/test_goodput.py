@@ -39,6 +39,7 @@ def test_a_crash_and_restart_split_into_their_losses():
         "redone_work": 20 * 1.0,  # steps 81..100 again, at attempt 1's 1 s/step
         "failure_detection": 20.0,  # last line at 105 s, killed at 125 s
         "restart_delays": 2.0,
+        "slow_steps": 0.0,  # no slow-step alarm
     })
     assert g.redone_steps == 20 and g.queued_s == 3.0
     assert g.ratio == pytest.approx((252 - 2 - 9 - 20 - 20 - 2) / 252)

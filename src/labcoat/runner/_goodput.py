@@ -14,7 +14,12 @@ lost time broken down so the expensive part is visible:
 - failure_detection: from a failed attempt's last journal line to its end (e.g.
   the heartbeat timeout of a hang);
 - restart_delays: from a failed attempt's end to the next attempt's start
-  (backoff, and waiting for a free slot).
+  (backoff, and waiting for a free slot);
+- slow_steps: steps made slower by a phase the slow-step alarm named (`phase.slow`
+  alerts, labcoat.monitor): each alarm's added seconds per step times the steps from
+  its change point to the attempt's last step. Ranks of a group wait for the slowest, so
+  per attempt the costliest rank's alarms count, once; a rank waiting for another is
+  never counted.
 
 Wall-clock time is the attempts' durations plus the restart delays: the time
 between a user stopping `labcoat run` and running it again is nobody's loss.
@@ -32,10 +37,11 @@ from sqlalchemy.orm import Session
 from labcoat import store
 from labcoat.journal import Events
 from labcoat.runner._restart import is_failure
-from labcoat.store import Attempt, Event, Experiment, Trial
+from labcoat.store import Alert, Attempt, Event, Experiment, Trial
 
 LOSSES = ("checkpoint_saves", "startup", "startup_restore", "redone_work", "failure_detection",
-          "restart_delays")
+          "restart_delays", "slow_steps")
+SLOW_STEP_RULE = Events.PHASE_SLOW
 
 
 @dataclass
@@ -61,11 +67,14 @@ class Goodput:
             self.lost[name] += other.lost[name]
 
 
-def trial_goodput(trial: Trial, saves: Sequence[Event]) -> Goodput:
-    """Goodput of one trial from its attempts and its `checkpoint.saved` events."""
+def trial_goodput(trial: Trial, saves: Sequence[Event], slow: Sequence[Alert] = ()
+                  ) -> Goodput:
+    """Goodput of one trial from its attempts, its `checkpoint.saved` events and its
+    slow-step alerts (`phase.slow`)."""
     result = Goodput()
     result.lost["checkpoint_saves"] = sum(float((e.data or {}).get("stall_s") or 0.0)
                                           for e in saves)
+    result.lost["slow_steps"] = _slow_steps(trial, slow)
     previous: Attempt | None = None
     for attempt in trial.attempts:
         _add_attempt(result, previous, attempt)
@@ -97,6 +106,24 @@ def _add_attempt(result: Goodput, previous: Attempt | None, attempt: Attempt) ->
         result.lost["failure_detection"] += max(0.0, end - attempt.last_record_time)
 
 
+def _slow_steps(trial: Trial, slow: Sequence[Alert]) -> float:
+    """Seconds the named slowdowns cost: per attempt, the costliest rank's alarms."""
+    last = {a.id: a.last_step for a in trial.attempts}
+    cost: dict[int, dict[int, float]] = {}  # attempt id -> rank -> seconds
+    for alert in slow:
+        evidence = alert.evidence or {}
+        if alert.rule != SLOW_STEP_RULE or evidence.get("waits_for") is not None:
+            continue
+        end, start = last.get(alert.attempt_id), evidence.get("step", alert.step)
+        delta = float(evidence.get("delta_s") or 0.0)
+        if end is None or start is None or delta <= 0:
+            continue
+        ranks = cost.setdefault(alert.attempt_id, {})
+        rank = int(evidence.get("rank") or 0)
+        ranks[rank] = ranks.get(rank, 0.0) + delta * max(0, end - int(start) + 1)
+    return sum(max(ranks.values()) for ranks in cost.values())
+
+
 def _step_seconds(attempt: Attempt) -> float:
     """Mean time per step of an attempt, from its first logged step to its last line."""
     if not (attempt.first_step_time and attempt.last_record_time and attempt.last_step):
@@ -120,7 +147,11 @@ def experiment_goodput(session: Session, experiment: Experiment
     saves: dict[int, list[Event]] = {i: [] for i in ids}
     for event in store.events(session, ids, kind=Events.CHECKPOINT_SAVED):
         saves[event.trial_id].append(event)
-    per_trial = {t.key: trial_goodput(t, saves[t.id]) for t in experiment.trials}
+    slow: dict[int, list[Alert]] = {i: [] for i in ids}
+    for alert in store.alerts(session, ids):
+        if alert.rule == SLOW_STEP_RULE:
+            slow[alert.trial_id].append(alert)
+    per_trial = {t.key: trial_goodput(t, saves[t.id], slow[t.id]) for t in experiment.trials}
     total = Goodput()
     for goodput in per_trial.values():
         total.add(goodput)

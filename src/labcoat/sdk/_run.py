@@ -15,6 +15,7 @@ SDK says where, and the next read command (``labcoat status``, ``report``,
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import math
@@ -26,7 +27,7 @@ import sys
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # experiments and arms, as in 
 NAME_MAX = 100  # characters of an experiment's name
 TEXT_MAX = 200  # characters of a metric, task, variant or item name
 STEP_MAX = 2**63 - 1  # steps and seeds are the store's 64-bit integers
+PHASE_NAME_MAX = 60  # characters of a run.phase name (stored as phase_s/<name>/rank<r>)
 
 
 class Run:
@@ -80,6 +82,11 @@ class Run:
         self.adhoc = adhoc
         self.step: int | None = None
         self.finished = False
+        # run.phase: seconds per phase name not yet journaled, the phase now open (if any),
+        # and the labcoat.torch phase timer that journals them with its own (None: log() does)
+        self.phase_seconds: dict[str, float] = {}
+        self.current_phase: str | None = None
+        self.phase_timer: object | None = None
         self._repeats = _Repeats()
         self._writer = JournalWriter(journal)
         self._writer.write(
@@ -108,6 +115,8 @@ class Run:
                 _number(value, f"run.log: metric {name!r} at step {step}")
             for name, value in metrics.items()
         }
+        if self.phase_seconds and self.phase_timer is None:
+            self.log_phases(step)  # run.phase alone: its times go with the step they end
         if self.world > 1:
             self._time_step(step)
             if self.rank > 0:
@@ -128,6 +137,47 @@ class Run:
         seconds = _number(seconds, f"run.log_work: seconds at step {step}")
         if self.world > 1:
             self._write({"kind": fmt.STEP, "step": step, "work_s": seconds})
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block as phase `name` of the current step, e.g. ``with run.phase("eval"):``.
+
+        The time goes into the step's `phases` journal record: the one a
+        `labcoat.torch.time_phases` timer writes (which also leaves a forward run inside
+        the block out of its own ``forward``), or else one written at the next
+        ``run.log``. A name used twice in one step adds up; phases may nest (the inner
+        one's time counts in both). The clock is ``time.perf_counter_ns``: on a GPU, time
+        the host waits for (call ``torch.cuda.synchronize()`` inside if you need device
+        time).
+        """
+        if not isinstance(name, str) or not name or len(name) > PHASE_NAME_MAX or "/" in name:
+            raise ValueError(f"run.phase: name must be a non-empty string of at most "
+                             f"{PHASE_NAME_MAX} characters without '/', got {name!r:.60}, "
+                             "e.g. run.phase('eval')")
+        outer, self.current_phase = self.current_phase, name
+        started = time.perf_counter_ns()
+        try:
+            yield
+        finally:
+            seconds = (time.perf_counter_ns() - started) * 1e-9
+            self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + seconds
+            self.current_phase = outer
+
+    def log_phases(self, step: int, seconds: Mapping[str, float] | None = None) -> None:
+        """Journal step `step`'s time by phase (one `phases` record): `seconds` (phase ->
+        seconds; `labcoat.torch.time_phases` passes its own) plus what ``run.phase`` timed
+        since the last record. Every rank journals its own (a straggler shows by phase)."""
+        step = self._check_step(step, "log_phases")
+        merged = {}
+        for k, v in (seconds or {}).items():
+            if type(v) is not float:  # a timer's floats need no check (nor its message, built
+                v = _number(v, f"run.log_phases: phase {k!r} at step {step}")  # each step)
+            merged[_text(k, "run.log_phases: phase name")] = round(v, 7)
+        for name, value in self.phase_seconds.items():
+            merged[name] = round(merged.get(name, 0.0) + value, 7)
+        self.phase_seconds.clear()
+        if merged:
+            self._write({"kind": fmt.PHASES, "step": step, "s": merged})
 
     def _time_step(self, step: int) -> None:
         """Journal the wall time since the previous step, once per step (multi-rank)."""

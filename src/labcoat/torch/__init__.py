@@ -26,8 +26,15 @@ modules and optimizers, never saves, and ends the process after the segment
 (`ReplayFinished`); ``Checkpointer(replay_budget=0.07)`` records for it. User
 probes receive a `ProbeContext`.
 
-Two features, two packages that never import each other: `labcoat.torch.guard`
-and `labcoat.torch.checkpoint` (replay included).
+Phase timing (where each step's time went, per rank; docs/phases.md):
+
+    from labcoat.torch import time_phases
+    timer = time_phases(model, optimizer, run=run)
+    for batch in timer.loader(batches): ...   # data, forward, backward, optimizer, comm
+    timer.close()
+
+Three features, three packages that never import each other: `labcoat.torch.guard`,
+`labcoat.torch.checkpoint` (replay included) and `labcoat.torch.phases`.
 
 Importing this package imports torch; ``import labcoat`` never does.
 """
@@ -59,6 +66,7 @@ from labcoat.torch.guard import (
     watch,
     write_reference_file,
 )
+from labcoat.torch.phases import PhaseError, PhaseTimer, ProfileOnSlow, time_phases
 
 __all__ = [
     "Alert",
@@ -70,7 +78,10 @@ __all__ = [
     "GuardError",
     "GuardStop",
     "Policy",
+    "PhaseError",
+    "PhaseTimer",
     "ProbeContext",
+    "ProfileOnSlow",
     "ReplayFinished",
     "guard_rules",
     "file_manifest",
@@ -79,6 +90,7 @@ __all__ = [
     "read_reference_file",
     "seal_directory",
     "seal_file",
+    "time_phases",
     "verify_directory",
     "verify_file",
     "watch",

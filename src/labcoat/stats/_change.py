@@ -1,0 +1,255 @@
+"""Online change detection on step times: which phase of which rank got slower, from when.
+
+A step's phase durations on a shared machine are heavy-tailed: most steps sit near the
+median and one in ten or so is hit by a descheduling that adds a time slice (5-20 ms)
+to whichever phase was running. A mean-based CUSUM on such data alarms on bursts of
+those spikes; so the detector counts exceedances instead of summing sizes:
+
+1. Baseline: the phase's median and its 90th percentile over the last `window` steps
+   before the current excursion (robust to the spikes themselves; refreshed as the run
+   goes, so a slow drift is absorbed).
+2. Each step is an exceedance when it is above that percentile *and* at least
+   `min_effect_s` above the median (tiny phases never alarm on microseconds).
+3. A Bernoulli CUSUM (Reynolds & Stoumbos 1999) of the log-likelihood ratio of an
+   exceedance rate `p1` against the baseline's `p0` (at most 1 - quantile):
+   S_t = max(0, S_{t-1} + log(p1/p0) if exceeded else log((1-p1)/(1-p0))). It alarms at
+   S_t >= threshold, and the change point is the step after the last reset (the CUSUM's
+   maximum-likelihood estimate, Page 1954). With p0 = 0.1, p1 = 0.5 and threshold 12,
+   about eight consecutive exceedances alarm; isolated spikes never do.
+4. Confirmation: the median since the change point exceeds the baseline median by
+   `min_effect_s` and by `min_share` of the step's median time; a burst of spikes that
+   leaves the median in place is not a slow step.
+
+`slow_steps` runs this per rank and phase against the rank's own history and against the
+median of the other ranks at the same steps (a rank slower than its peers), and then
+attributes: a slowdown in a wait phase (the gradient all-reduce's wait) that coincides
+with another rank's slowdown in a compute phase is that rank's, not the waiting one's.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlowStepRule:
+    """Settings of the slow-step detector (the defaults are labcoat's alarm).
+
+    warmup: steps ignored at the start (allocator, caches, the first compile).
+    window: baseline steps (the last ones before the current excursion).
+    min_baseline: steps a baseline needs before anything is judged.
+    quantile: an exceedance is above this quantile of the baseline (p0 = 1 - quantile).
+    p1: the exceedance rate the CUSUM is tuned to detect.
+    threshold: the CUSUM's alarm level (log-likelihood ratio).
+    min_effect_s: the smallest slowdown reported, in seconds per step.
+    min_share: ... and as a share of the median step time.
+    coincide: steps within which a wait and another rank's compute change coincide.
+    """
+
+    warmup: int = 20
+    window: int = 100
+    min_baseline: int = 30
+    quantile: float = 0.9
+    p1: float = 0.5
+    threshold: float = 12.0
+    min_effect_s: float = 0.002
+    min_share: float = 0.05
+    coincide: int = 30
+
+    def __post_init__(self) -> None:
+        if not 0.5 <= self.quantile < 1:
+            raise ValueError(f"quantile={self.quantile} must be in [0.5, 1)")
+        if not 1 - self.quantile < self.p1 < 1:
+            raise ValueError(f"p1={self.p1} must be in (1 - quantile, 1)")
+        if self.threshold <= 0 or self.min_effect_s < 0 or self.min_share < 0:
+            raise ValueError("threshold must be > 0, min_effect_s and min_share >= 0")
+        if self.warmup < 0 or self.min_baseline < 5 or self.window < self.min_baseline:
+            raise ValueError("need warmup >= 0, min_baseline >= 5 and window >= min_baseline")
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A sustained slowdown of one series: indices into it, and seconds per step."""
+
+    start: int  # first slow step (the change point)
+    detected: int  # the step at which the alarm fired
+    before: float  # baseline median
+    after: float  # median from `start` to `detected`
+
+    @property
+    def delta(self) -> float:
+        return self.after - self.before
+
+
+def bernoulli_cusum(exceeded: np.ndarray, p0: float, p1: float) -> tuple[np.ndarray, np.ndarray]:
+    """The upper CUSUM of Bernoulli exceedances and, at each step, where its run began.
+
+    exceeded: (n,) bool. Returns S: (n,) with S_t = max(0, S_{t-1} + llr_t), S_{-1} = 0,
+    and start: (n,) the first index of the run that S_t sums (t + 1 where S_t = 0).
+    Equivalently S_t = max(0, max_j sum_{i=j..t} llr_i) (Lindley's recursion unrolled).
+    """
+    up, down = math.log(p1 / p0), math.log((1 - p1) / (1 - p0))
+    llr = np.where(np.asarray(exceeded, dtype=bool), up, down)
+    s = np.empty(len(llr))
+    start = np.empty(len(llr), dtype=np.int64)
+    total, begin = 0.0, 0
+    for t, v in enumerate(llr):
+        total += v
+        if total <= 0:
+            total, begin = 0.0, t + 1
+        s[t], start[t] = total, begin
+    return s, start
+
+
+def detect_shift(x: Sequence[float] | np.ndarray, *, step_time: float = 0.0,
+                 rule: SlowStepRule | None = None) -> Shift | None:
+    """The first sustained slowdown of series `x` (seconds per step), or None.
+
+    x: (n,) one phase's durations at consecutive steps (NaN: not measured, skipped).
+    step_time: the run's median step time, for `rule.min_share`.
+    """
+    rule = rule or SlowStepRule()
+    x = np.asarray(x, dtype=float)
+    p0 = 1 - rule.quantile
+    up, down = math.log(rule.p1 / p0), math.log((1 - rule.p1) / (1 - p0))
+    floor = max(rule.min_effect_s, rule.min_share * step_time)
+    total, begin = 0.0, rule.warmup
+    baseline: tuple[float, float] | None = None
+    refreshed = -1
+    for t in range(rule.warmup, len(x)):
+        if total == 0.0 and (baseline is None or t - refreshed >= rule.window // 4):
+            past = x[max(rule.warmup, t - rule.window):t]
+            past = past[np.isfinite(past)]
+            if len(past) >= rule.min_baseline:
+                baseline = (float(np.median(past)), float(np.quantile(past, rule.quantile)))
+                refreshed = t
+        if baseline is None or not np.isfinite(x[t]):
+            continue
+        median, high = baseline
+        exceeded = x[t] > high and x[t] >= median + rule.min_effect_s
+        total += up if exceeded else down
+        if total <= 0:
+            total, begin = 0.0, t + 1
+            continue
+        if total >= rule.threshold:
+            after = x[begin:t + 1]
+            after = float(np.median(after[np.isfinite(after)]))
+            if after - median >= floor:
+                return Shift(start=begin, detected=t, before=median, after=after)
+    return None
+
+
+@dataclass(frozen=True)
+class SlowStep:
+    """One alarm: `phase` of `rank` got `delta` seconds per step slower from `step`.
+
+    against: "own history" or "other ranks". cause_of: for a compute slowdown, the
+    (rank, phase) waits it explains; waits_for: for a wait, the rank it waited for.
+    """
+
+    phase: str
+    rank: int
+    step: int
+    detected: int
+    before: float
+    after: float
+    against: str
+    wait: bool = False
+    waits_for: int | None = None
+
+    @property
+    def delta(self) -> float:
+        return self.after - self.before
+
+    def message(self) -> str:
+        what = f"{self.phase} {_ms(self.delta)}/step on rank {self.rank} from step {self.step}"
+        base = (f"({_ms(self.before, sign=False)} -> {_ms(self.after, sign=False)}, "
+                f"against {self.against}; seen at step {self.detected})")
+        if self.waits_for is not None:
+            return f"{what}: waiting for rank {self.waits_for} {base}"
+        return f"{what} {base}"
+
+
+def _ms(seconds: float, *, sign: bool = True) -> str:
+    ms = seconds * 1e3
+    text = f"{ms:.3g} ms" if abs(ms) < 100 else f"{ms:.0f} ms"
+    return ("+" if sign and ms >= 0 else "") + text
+
+
+def slow_steps(times: Mapping[int, Mapping[str, Mapping[int, float]]], *,
+               waits: Sequence[str] = ("comm",), totals: Sequence[str] = ("total", "other"),
+               rule: SlowStepRule | None = None) -> list[SlowStep]:
+    """Slow-step alarms of a run: per rank and phase, against the rank's own history and
+    against the other ranks; waits explained by another rank's compute are attributed.
+
+    times: rank -> phase -> step -> seconds. Phases in `totals` (the step's wall time and
+    the remainder) are not judged: a slow phase shows in them too. Returns one alarm per
+    (rank, phase) at most, the compute causes first, in step order.
+    """
+    rule = rule or SlowStepRule()
+    steps = sorted({s for phases in times.values() for series in phases.values()
+                    for s in series})
+    if not steps:
+        return []
+    index = {s: i for i, s in enumerate(steps)}
+    ranks = sorted(times)
+    names = sorted({p for phases in times.values() for p in phases} - set(totals))
+    grid = np.full((len(ranks), len(names), len(steps)), np.nan)
+    for r, rank in enumerate(ranks):
+        for p, name in enumerate(names):
+            for s, v in times[rank].get(name, {}).items():
+                grid[r, p, index[s]] = v
+        present = np.isfinite(grid[r]).any(axis=0)  # a step the rank timed: absent phase = 0
+        grid[r][:, present] = np.nan_to_num(grid[r][:, present])
+    step_time = _median_step(times, ranks, totals)
+    found: dict[tuple[int, str], SlowStep] = {}
+    for r, rank in enumerate(ranks):
+        for p, name in enumerate(names):
+            candidates = []
+            own = detect_shift(grid[r, p], step_time=step_time, rule=rule)
+            if own is not None:
+                candidates.append((own, "own history"))
+            if len(ranks) > 1:
+                others = np.delete(grid[:, p], r, axis=0)
+                with warnings.catch_warnings():  # steps no other rank timed: NaN, quietly
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    peer = np.nanmedian(others, axis=0) if np.isfinite(others).any() else None
+                if peer is not None:
+                    versus = detect_shift(grid[r, p] - peer, step_time=step_time, rule=rule)
+                    if versus is not None:
+                        candidates.append((versus, "other ranks"))
+            if not candidates:
+                continue
+            shift, against = min(candidates, key=lambda c: c[0].detected)
+            found[(rank, name)] = SlowStep(
+                phase=name, rank=rank, step=steps[shift.start], detected=steps[shift.detected],
+                before=shift.before, after=shift.after, against=against, wait=name in waits)
+    return _attribute(list(found.values()), rule)
+
+
+def _median_step(times: Mapping[int, Mapping[str, Mapping[int, float]]], ranks: list[int],
+                 totals: Sequence[str]) -> float:
+    values = [v for rank in ranks for v in times[rank].get(totals[0], {}).values()] \
+        if totals else []
+    return float(np.median(values)) if values else 0.0
+
+
+def _attribute(alarms: list[SlowStep], rule: SlowStepRule) -> list[SlowStep]:
+    """A wait that began within `rule.coincide` steps of another rank's compute slowdown
+    is marked as waiting for that rank (kept, but never reported as a cause)."""
+    causes = [a for a in alarms if not a.wait]
+    out = list(causes)
+    for a in alarms:
+        if not a.wait:
+            continue
+        near = [c for c in causes if c.rank != a.rank and abs(c.step - a.step) <= rule.coincide]
+        if near:
+            culprit = min(near, key=lambda c: abs(c.step - a.step))
+            a = SlowStep(**{**a.__dict__, "waits_for": culprit.rank})
+        out.append(a)
+    return sorted(out, key=lambda a: (a.wait, a.step, a.rank, a.phase))
