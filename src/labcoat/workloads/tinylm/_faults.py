@@ -18,6 +18,7 @@ fault they do nothing and the run is bit-identical to a run without hooks.
 from __future__ import annotations
 
 import itertools
+import time
 import types
 from dataclasses import dataclass
 
@@ -104,7 +105,26 @@ RANK_FAULTS: dict[str, str] = {
     "replica_drift": "at K, the last rank's copy of the first block's MLP input weight is "
                      "nudged by 0.1% (a rank-local bug): the replicas no longer agree",
 }
-ALL_FAULTS = {**FAULTS, **HELD_OUT_FAULTS, **RANK_FAULTS}
+# Faults that appear only above some size, for `labcoat shrink` (docs/shrink.md): below the
+# threshold each does nothing, so the smallest reproduction keeps exactly the size that matters.
+SIZE_FAULTS: dict[str, str] = {
+    "deep_overflow": "from K, in models of depth >= 2 the second block's MLP output overflows "
+                     "to inf (a cast that only deep stacks take): the loss is NaN",
+    "long_mask_leak": "from K, attention with dropout > 0 on rows longer than 16 tokens takes a "
+                      "'fused' path that drops the causal mask",
+    "accumulation_no_zero_grad": "from K, with --accumulation > 1 optimizer.zero_grad() is "
+                                 "skipped (it sits in the no-accumulation branch): gradients "
+                                 "pile up across steps",
+}
+# Faults that only make steps slower (nothing computed changes), for the slow-step alarm
+# (docs/phases.md); in a data-parallel run they act on the last rank alone.
+SLOW_FAULTS: dict[str, str] = {
+    "slow_data": "from K, fetching each batch takes 15 ms longer (a slow disk or a starved "
+                 "loader worker; on the last rank only when there are several)",
+}
+ALL_FAULTS = {**FAULTS, **HELD_OUT_FAULTS, **RANK_FAULTS, **SIZE_FAULTS, **SLOW_FAULTS}
+SLOW_DATA_S = 0.015  # slow_data: seconds added to each batch fetch
+LEAK_LENGTH = 16  # long_mask_leak: rows longer than this leak
 NEEDS_DROPOUT = ("dropout_in_eval", "eval_mode_stuck", "block_eval_mode")  # bugs if dropout > 0
 FLIP_BIT = 24  # float32 bit 24 is the exponent's second bit: the value becomes x4 or /4
 SHIFT = 3  # token_shift: ids move by this many places (mod the vocabulary)
@@ -137,7 +157,9 @@ class Injector:
     """The hook points of tinylm's training loop; each does nothing unless its fault is on."""
 
     def __init__(self, fault: Fault | None, model: TinyLM, optimizer: torch.optim.Optimizer,
-                 eval_set: EvalSet, stream: TrainStream, vocab_size: int) -> None:
+                 eval_set: EvalSet, stream: TrainStream, vocab_size: int, *,
+                 accumulation: int = 1) -> None:
+        self.accumulation = accumulation  # micro-batches per step (accumulation_no_zero_grad)
         self.name = fault.name if fault else ""
         self.start = fault.step if fault else 0
         self.model = model
@@ -158,6 +180,8 @@ class Injector:
               labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.name or step < self.start:
             return inputs, labels
+        if self.name == "slow_data" and _slowed_rank():
+            time.sleep(SLOW_DATA_S)
         if self.name == "token_shift":
             shifted = (labels + SHIFT) % self.vocab_size
             return (inputs + SHIFT) % self.vocab_size, torch.where(labels == IGNORE, labels,
@@ -253,11 +277,18 @@ class Injector:
         elif self._on("replica_drift", step, once=True) and _last_rank():
             with torch.no_grad():
                 blocks[0].mlp.up.weight.mul_(1.001)
+        elif self._on("deep_overflow", step, once=True) and len(blocks) >= 2:
+            _overflow_output(blocks[1].mlp)
+        elif self._on("long_mask_leak", step, once=True):
+            for block in blocks:
+                block.attn.forward = types.MethodType(_leaky_long_forward, block.attn)
 
     def loss_scale(self, step: int) -> float:
         return LOSS_SCALE if self._on("loss_scale", step) else 1.0
 
     def zeroes_grad(self, step: int) -> bool:
+        if self._on("accumulation_no_zero_grad", step) and self.accumulation > 1:
+            return False
         return not self._on("no_zero_grad", step)
 
     def after_backward(self, step: int) -> None:
@@ -297,6 +328,12 @@ class Injector:
         return "normal"
 
 
+def _slowed_rank() -> bool:
+    """The process slow faults act on: the last rank of a group, or the only process."""
+    dist = torch.distributed
+    return not (dist.is_available() and dist.is_initialized()) or _last_rank()
+
+
 def _last_rank() -> bool:
     """This process is the last rank of an initialized data-parallel group of 2 or more."""
     dist = torch.distributed
@@ -328,6 +365,18 @@ def _non_causal_forward(self: CausalSelfAttention, x: torch.Tensor) -> torch.Ten
     )
     y = y.transpose(1, 2).reshape(B, T, C)
     return self.resid_dropout(self.proj(y))
+
+
+def _overflow_output(module: torch.nn.Module) -> None:
+    forward = module.forward
+    module.forward = lambda *args: forward(*args) * float("inf")
+
+
+def _leaky_long_forward(self: CausalSelfAttention, x: torch.Tensor) -> torch.Tensor:
+    """The causal forward, except rows longer than LEAK_LENGTH with dropout configured."""
+    if x.shape[1] > LEAK_LENGTH and self.dropout > 0:
+        return _non_causal_forward(self, x)
+    return CausalSelfAttention.forward(self, x)
 
 
 def describe() -> str:
