@@ -180,3 +180,15 @@ def _print_subset(choice: SubsetChoice, matrix: ResultMatrix, out: Path | None) 
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     if out is not None:
         console.print(f"wrote {escape(str(out))}")
+
+
+# `harvest`, `regress` and `history` (regression suites) live in their own module; importing
+# it registers them on this group.
+from labcoat.cli import _evals_harvest  # noqa: E402, F401
+
+# Fresh items, the contamination gap and IRT (issue 35) live in their own module.
+from labcoat.cli._fresh import fresh_command, gap_command, irt_command  # noqa: E402
+
+app.command("fresh")(fresh_command)
+app.command("gap")(gap_command)
+app.command("irt")(irt_command)

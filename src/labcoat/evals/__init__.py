@@ -2,7 +2,8 @@
 comparison; contamination of eval items by training text; eval suites as data (items +
 scorer, from JSONL/CSV or lm-eval-harness task YAML) and the engine that scores them with a
 PyTorch model during training; small subsets that keep the full suite's ranking;
-prompt-format sensitivity.
+prompt-format sensitivity; regression suites harvested from failures, and their verdicts
+over time.
 
 Names are imported on first use (PEP 562), so that the CLI can register
 `labcoat contamination` without importing scipy when it starts.
@@ -24,8 +25,29 @@ if TYPE_CHECKING:
         TaskContamination,
         scan_contamination,
     )
+    from labcoat.evals._dedup import DuplicateGroups, find_duplicates
     from labcoat.evals._engine import EvalEngine, EvalResult
     from labcoat.evals._eval_items import EvalItem, load_eval_items
+    from labcoat.evals._fresh import (
+        Difficulty,
+        Template,
+        TemplateError,
+        TemplateSuite,
+        fresh_items,
+        instantiate,
+        load_templates,
+        original_item,
+        twins,
+        write_items,
+    )
+    from labcoat.evals._gap import ContaminationGap, TaskGap, contamination_gap, gap_from_scores
+    from labcoat.evals._harvest import HarvestConfig, HarvestReport, Outcome, harvest
+    from labcoat.evals._harvest_sources import (
+        log_outcomes,
+        recorded_inputs,
+        select_trials,
+        store_outcomes,
+    )
     from labcoat.evals._importers import ItemScores, load_item_scores, merge_item_scores
     from labcoat.evals._in_training import InTrainingEval, load_subset_file
     from labcoat.evals._lm_eval_task import load_lm_eval_task
@@ -37,6 +59,15 @@ if TYPE_CHECKING:
         evaluate_templates,
         prompt_templates,
         render,
+    )
+    from labcoat.evals._regression import record_entry, score_entry
+    from labcoat.evals._regression_suite import (
+        RegressionSuite,
+        list_suites,
+        load_regression_suite,
+        save_regression_suite,
+        suite_path,
+        suites_dir,
     )
     from labcoat.evals._scorers import Scorer, parse_scorer, score_text
     from labcoat.evals._sensitivity import (
@@ -56,6 +87,15 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
                        "TaskContamination", "scan_contamination"),
     "_engine": ("EvalEngine", "EvalResult"),
     "_eval_items": ("EvalItem", "load_eval_items"),
+    "_fresh": ("Difficulty", "Template", "TemplateError", "TemplateSuite", "fresh_items",
+               "instantiate", "load_templates", "original_item", "twins", "write_items"),
+    "_gap": ("ContaminationGap", "TaskGap", "contamination_gap", "gap_from_scores"),
+    "_dedup": ("DuplicateGroups", "find_duplicates"),
+    "_harvest": ("HarvestConfig", "HarvestReport", "Outcome", "harvest"),
+    "_harvest_sources": ("log_outcomes", "recorded_inputs", "select_trials", "store_outcomes"),
+    "_regression": ("record_entry", "score_entry"),
+    "_regression_suite": ("RegressionSuite", "list_suites", "load_regression_suite",
+                          "save_regression_suite", "suite_path", "suites_dir"),
     "_in_training": ("InTrainingEval", "load_subset_file"),
     "_lm_eval_task": ("load_lm_eval_task",),
     "_naive": ("naive_scores",),
