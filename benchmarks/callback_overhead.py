@@ -1,7 +1,7 @@
 """What LabcoatCallback costs a Hugging Face Trainer and a Lightning loop (the guard on).
 
     .venv/bin/python benchmarks/callback_overhead.py            # 15 rounds of 40 timed steps
-    .venv/bin/python benchmarks/callback_overhead.py --quick    # 3 rounds of 20 (a smoke run)
+    .venv/bin/python benchmarks/callback_overhead.py --quick    # 1 round of 8 (a smoke run)
 
 Each round trains the same GPT-2 (built locally from a GPT2Config, seed 0) on
 the same letter rows twice per library, once with the callback and once without,
@@ -186,13 +186,14 @@ def sealing(out: Path) -> list[tuple[str, float, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 20 timed steps")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 round of 8 timed steps (a smoke run)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=20)
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.steps, args.warmup = 3, 30, 10
+        args.rounds, args.steps, args.warmup = 1, 12, 4
     torch.set_num_threads(1)
     os.environ.setdefault("LABCOAT_HOME", tempfile.mkdtemp(prefix="labcoat-bench-"))
     import logging

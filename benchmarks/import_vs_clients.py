@@ -8,30 +8,37 @@ Data: RUNS runs (2 arms x RUNS/2 seeds) of POINTS points of one metric, per sour
   baseline reads them back with `MlflowClient.get_metric_history`, run by run.
 - TensorBoard: every point written by torch's SummaryWriter; the baseline is
   `EventAccumulator(size_guidance={"scalars": 0})` (keep every point), `Reload`, `Scalars`.
-- W&B: offline runs written by wandb itself (WANDB_MODE=offline), fewer of them
-  (--wandb-runs): wandb's reader is the only one, so only labcoat's time is reported.
+- W&B: offline runs written by wandb itself (WANDB_MODE=offline; --wandb-runs of them,
+  ~5 s each to write); the baseline is wandb's own reader of its run logs,
+  `wandb leet inspect --json` (wandb-core, one process per run, LEET_THREADS at once).
 
 "labcoat import" is the whole import (read, map, write into a fresh SQLite store, one
 transaction); "labcoat reader" is the read alone, the part comparable to the clients.
 
 Run: .venv/bin/python benchmarks/import_vs_clients.py [--runs 100] [--points 10000]
-     [--wandb-runs 20] [--rounds 2] [--quick]
+     [--wandb-runs 20] [--rounds 2] [--only ...] [--data DIR] [--quick]
+--data DIR writes the sources there and reuses them on the next run (writing 100 W&B
+runs takes minutes); without it they go to a temporary directory.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import _harness as bench
 import numpy as np
 
 METRIC = "loss"
+LEET_THREADS = 8
 
 
 def _values(run: int, points: int) -> np.ndarray:
@@ -105,6 +112,40 @@ def write_wandb(root: Path, runs: int, points: int) -> Path:
     return root / "wandb"
 
 
+def wandb_leet(root: Path) -> int:
+    """Every history point of `loss`, through `wandb leet inspect --json`, runs in parallel."""
+    from importlib.util import find_spec
+
+    core = Path(next(iter(find_spec("wandb").submodule_search_locations))) / "bin" / "wandb-core"
+
+    def points(file: Path) -> int:
+        out = subprocess.run([str(core), "leet", "inspect", "--json", "--no-observability",
+                              "--run-file", str(file), str(file.parent.parent)],
+                             capture_output=True, text=True, check=True).stdout
+        return sum(METRIC in json.loads(line)["history"]["item"]
+                   for line in out.splitlines() if '"type":"history"' in line[:64])
+
+    with ThreadPoolExecutor(LEET_THREADS) as pool:
+        return sum(pool.map(points, sorted(root.rglob("run-*.wandb"))))
+
+
+def _reuse(folder: Path, runs: int, points: int, write) -> object:
+    """`write(folder)` once: a later run with the same sizes reuses what it wrote."""
+    done = folder / "written.json"
+    key = {"runs": runs, "points": points}
+    if done.is_file() and json.loads(done.read_text())["key"] == key:
+        return json.loads(done.read_text())["result"]
+    if folder.exists():
+        import shutil
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    start = time.perf_counter()
+    result = write(folder)
+    print(f"({folder.name}: written in {time.perf_counter() - start:.0f} s)")
+    done.write_text(json.dumps({"key": key, "result": result}, default=str))
+    return json.loads(done.read_text())["result"]
+
+
 def labcoat_import(tool: str, path: Path, arm_by: str, seed_by: str) -> int:
     from labcoat.runner import ImportHypothesis, import_runs
 
@@ -160,6 +201,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", nargs="*", default=["mlflow-sqlite", "mlflow-files",
                                                       "tensorboard", "wandb"])
+    parser.add_argument("--data", help="write the sources here and reuse them next time")
     args = bench.shrink(parser.parse_args(), runs=6, points=2_000, wandb_runs=2, rounds=1)
     os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
     print(f"{args.runs} runs x {args.points:,} points; load average "
@@ -167,36 +209,36 @@ def main() -> None:
     results: dict = {"runs": args.runs, "points": args.points,
                      "load": os.getloadavg()[0], "cpus": os.cpu_count()}
     expected = args.runs * args.points
-    with tempfile.TemporaryDirectory() as tmp:
+    with nullcontext(args.data) if args.data else tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for layout in ("sqlite", "files"):
             if f"mlflow-{layout}" not in args.only:
                 continue
-            start = time.perf_counter()
-            path, uri, ids = write_mlflow(tmp / layout, args.runs, args.points,
-                                          "sqlite" if layout == "sqlite" else "file")
-            print(f"(mlflow {layout}: written in {time.perf_counter() - start:.0f} s)")
+            path, uri, ids = _reuse(tmp / layout, args.runs, args.points, lambda d, lay=layout: [
+                str(x) if isinstance(x, Path) else x
+                for x in write_mlflow(d, args.runs, args.points,
+                                      "sqlite" if lay == "sqlite" else "file")])
+            path = Path(path)
             _compare(f"mlflow {layout}", {
                 "labcoat import": lambda p=path: labcoat_import("mlflow", p, "arm", "seed"),
                 "labcoat reader": lambda p=path: labcoat_reader("mlflow", p),
                 "MlflowClient": lambda u=uri, i=ids: mlflow_client(u, i)},
                 args.rounds, expected, results)
         if "tensorboard" in args.only:
-            start = time.perf_counter()
-            logdir = write_tensorboard(tmp / "tb", args.runs, args.points)
-            print(f"(tensorboard: written in {time.perf_counter() - start:.0f} s)")
+            logdir = Path(_reuse(tmp / "tb", args.runs, args.points,
+                                 lambda d: str(write_tensorboard(d, args.runs, args.points))))
             _compare("tensorboard", {
                 "labcoat import": lambda: labcoat_import("tensorboard", logdir, "arm", "seed"),
                 "labcoat reader": lambda: labcoat_reader("tensorboard", logdir),
                 "EventAccumulator": lambda: event_accumulator(logdir)},
                 args.rounds, expected, results)
         if "wandb" in args.only:
-            start = time.perf_counter()
-            root = write_wandb(tmp / "wb", args.wandb_runs, args.points)
-            print(f"(wandb: written in {time.perf_counter() - start:.0f} s)")
+            root = Path(_reuse(tmp / "wb", args.wandb_runs, args.points,
+                               lambda d: str(write_wandb(d, args.wandb_runs, args.points))))
             _compare(f"wandb ({args.wandb_runs} runs)", {
                 "labcoat import": lambda: labcoat_import("wandb", root, "arm", "seed"),
-                "labcoat reader": lambda: labcoat_reader("wandb", root)},
+                "labcoat reader": lambda: labcoat_reader("wandb", root),
+                "wandb leet": lambda: wandb_leet(root)},
                 args.rounds, args.wandb_runs * args.points, results)
     bench.save(args, results)
 

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,9 +54,42 @@ def offline(tmp_path_factory: pytest.TempPathFactory):
     return root / "wandb", {k: {int(s): v for s, v in d.items()} for k, d in logged.items()}
 
 
-def _leet(run_file, *flags):
-    from labcoat.runner._import_wandb import _core  # the binary `wandb leet` runs
+FLAT_WRITER = """
+import sys
+import wandb
 
+root = sys.argv[1]
+for seed in range(2):
+    run = wandb.init(project="flat", dir=root, config={"seed": seed})
+    for step in range(140):  # past step 130, whose varint holds value_json's tag bytes
+        row = {"loss": 1 / (step + 1) + seed, "tokens": step * 512, "lr": 3e-4}
+        if step == 7:
+            row.update(loss=float("nan"), lr=float("inf"))
+        run.log(row, step=step)
+    run.finish()
+"""
+
+
+@pytest.fixture(scope="module")
+def flat_runs(tmp_path_factory: pytest.TempPathFactory):
+    """Runs whose every key is flat: the layout read in one pass (see _rows_at_once)."""
+    root = tmp_path_factory.mktemp("wandb-flat")
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true",
+           "WANDB_DISABLE_GIT": "true", "WANDB_API_KEY": "", "WANDB_DIR": str(root)}
+    subprocess.run([sys.executable, "-c", FLAT_WRITER, str(root)], env=env, timeout=300,
+                   check=True, capture_output=True)
+    return root / "wandb"
+
+
+def _core() -> str:
+    """The wandb-core binary that `wandb leet` runs: wandb's own reader of its run logs."""
+    from importlib.util import find_spec
+
+    return str(Path(next(iter(find_spec("wandb").submodule_search_locations))) / "bin" /
+               "wandb-core")
+
+
+def _leet(run_file, *flags):
     done = subprocess.run([_core(), "leet", "inspect", "--json", "--no-observability", *flags,
                            "--run-file", str(run_file), str(run_file.parent.parent)],
                           capture_output=True, text=True, check=True)
@@ -118,3 +152,47 @@ def test_a_missing_mapping_lists_the_config_keys(home, offline):
                "--seed-by", "seed")
     assert done.returncode != 0 and "has no key 'scheduler'" in done.stderr
     assert "config.schedule.name (2 values: 'cosine', 'linear')" in done.stderr
+
+
+def _number(value) -> float:
+    """A history value as wandb's reader prints it (JSON: non-finite floats as strings)."""
+    return float(value.replace("Infinity", "inf")) if isinstance(value, str) else float(value)
+
+
+def test_flat_runs_read_in_one_pass_equal_wandbs_own(flat_runs, equal_points, monkeypatch):
+    from labcoat.runner import _import_wandb as reader
+
+    def row_by_row(*args):
+        pytest.fail("flat runs should be decoded in one pass, not row by row")
+
+    monkeypatch.setattr(reader, "_rows", row_by_row)
+    runs = reader.read_wandb(flat_runs)
+    assert len(runs) == 2
+    for run in runs:
+        file = next(Path(run.path).glob("run-*.wandb"))
+        history: dict[str, dict[int, float]] = {}
+        for line in _leet(file).splitlines():
+            row = json.loads(line)
+            if row["type"] == "history":
+                item = row["history"]["item"]
+                for key, value in item.items():
+                    if not key.startswith("_"):
+                        history.setdefault(key, {})[item["_step"]] = _number(value)
+        assert set(run.metrics) == set(history) == {"loss", "tokens", "lr"}
+        for key, want in history.items():
+            equal_points({s: v for s, (v, _) in run.metrics[key].items()}, want)
+
+
+def test_a_run_log_cut_short_is_named_and_nothing_is_imported(home, offline, tmp_path):
+    import shutil
+
+    root, _ = offline
+    cut = tmp_path / "wandb"
+    shutil.copytree(root, cut)
+    victim = sorted(cut.glob("offline-run-*/run-*.wandb"))[1]
+    data = victim.read_bytes()
+    victim.write_bytes(data[:len(data) - 5])  # a writer killed mid-record
+    done = _import(cut)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"{victim}: damaged W&B run log (the last record is cut short" in done.stderr
+    assert "no experiment named 'wb'" in cli("show", "wb").stderr

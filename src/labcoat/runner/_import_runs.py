@@ -327,7 +327,7 @@ def _store(tool: str, experiment: str, mapped: dict[tuple[str, int], ExternalRun
                           "points": run.count(), "repeated": dict(run.repeated)}
                 outcomes[store.record_run_import(
                     session, exp, key=f"{arm}-s{seed}", arm=arm, seed=seed, params=params,
-                    source=source, points=run.points(), replace=replace)] += 1
+                    source=source, metrics=run.metrics, replace=replace)] += 1
             session.commit()
     finally:
         db.close()

@@ -8,7 +8,8 @@ the start never duplicates anything.
 A multi-rank trial adds one journal per rank r > 0 (`ingest_ranks`): their
 events go to the store with their rank and stream ``journal.rank<r>``, their
 step times become metric points ``step_s/rank<r>`` and ``work_s/rank<r>`` (rank
-0's too), and their metrics, which the SDK leaves to rank 0, are never read.
+0's too), and their metrics, which the SDK leaves to rank 0, are never read. Every
+rank's `phases` records become points ``phase_s/<phase>/rank<r>``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from labcoat import store
-from labcoat.journal import MAX_RANKS, Events  # MAX_RANKS keeps ranks' alert keys apart
+from labcoat.journal import (  # MAX_RANKS keeps ranks' alert keys apart
+    MAX_RANKS,
+    PHASE_POINTS,
+    Events,
+)
 from labcoat.sdk import JOURNAL_NAME, JournalChunk, rank_journal, read_journal
 from labcoat.store import Attempt
 
@@ -132,6 +137,8 @@ class _Rows:
         self._times(kind, record.get("time"))
         if kind == "step":
             self._step_times(record, step, progress)
+        elif kind == "phases":
+            self._phases(record, step)
         elif kind == "log":
             self._log(record["metrics"], step, record.get("time"), progress)
         elif kind == "items":
@@ -176,6 +183,8 @@ class _Rows:
         checkpoints are rank 0's (the SDK journals them there alone)."""
         if kind == "step":
             self._step_times(record, step, progress)
+        elif kind == "phases":
+            self._phases(record, step)
         elif kind == "event":
             self.events.append(self._event(line, record, step))
             alert = record.get("event") == Events.GUARD_ALERT
@@ -200,6 +209,17 @@ class _Rows:
                 times.setdefault(rank, []).append(value)
                 self.points.append({**self.ids, "name": f"{name}/rank{rank}", "step": step,
                                     "value": value, "time": record.get("time")})
+
+    def _phases(self, record: dict[str, Any], step: int | None) -> None:
+        """A step's time by phase (labcoat.torch.time_phases, run.phase): metric points
+        ``phase_s/<phase>/rank<r>`` (rank 0's too), which the slow-step alarm reads."""
+        rank = _rank(record.get("rank", self.rank or 0))
+        if step is None:
+            raise ValueError("a phases record needs a step")
+        for name, value in record["s"].items():
+            self.points.append({**self.ids, "name": f"{PHASE_POINTS}{name}/rank{rank}",
+                                "step": step, "value": _value(value, f"phase {name!r}"),
+                                "time": record.get("time")})
 
     def _log(self, metrics: dict[str, Any], step: int | None, time: Any,
              progress: Progress) -> None:

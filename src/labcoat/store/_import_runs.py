@@ -8,8 +8,10 @@ asks to replace it, so nothing imported earlier is lost without a word.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -27,6 +29,7 @@ from labcoat.store._write import (
 )
 
 RUNS_IMPORTED_HASH = "imported-runs"
+_first, _second = itemgetter(0), itemgetter(1)
 
 
 def import_experiment(session: Session, name: str) -> tuple[Experiment, bool]:
@@ -50,11 +53,11 @@ def import_experiment(session: Session, name: str) -> tuple[Experiment, bool]:
 
 def record_run_import(session: Session, experiment: Experiment, *, key: str, arm: str,
                       seed: int, params: dict[str, Any], source: dict[str, Any],
-                      points: Sequence[tuple[str, int, float, float | None]],
+                      metrics: Mapping[str, Mapping[int, tuple[float, float | None]]],
                       replace: bool = False) -> str:
     """Store one external run as the finished trial `key` of `experiment`.
 
-    points: (metric, step, value, time) with one value per (metric, step).
+    metrics: metric -> step -> (value, unix time or None), one value per (metric, step).
     source: {"tool", "run", "path", ...}, kept as the import event's data; `source["run"]`
     identifies the run. Returns "new", "same" (the run was imported before: its points are
     replaced by these) or "replaced" (another run held the trial and `replace` was given).
@@ -72,7 +75,7 @@ def record_run_import(session: Session, experiment: Experiment, *, key: str, arm
                 "same arm and seed. Nothing was imported. Pass --replace to replace it, or "
                 "import into another --experiment")
         old = metric_names(session, [trial.id])
-        names = sorted(set(old) | {p[0] for p in points})
+        names = sorted(set(old) | set(metrics))
         for start in range(0, len(names), 500):  # (name, trial_id): the unique index's prefix
             chunk = names[start:start + 500]
             session.execute(delete(MetricPoint).where(MetricPoint.name.in_(chunk),
@@ -87,32 +90,65 @@ def record_run_import(session: Session, experiment: Experiment, *, key: str, arm
     attempt = trial.attempts[0] if trial.attempts else start_attempt(
         session, trial, run_dir=str(source["path"]), host="import")
     attempt.run_dir = str(source["path"])
-    _insert_points(session, trial.id, attempt.id, points)
-    attempt.last_step = max((p[1] for p in points), default=None)
+    _insert_points(session, trial.id, attempt.id, metrics)
+    attempt.last_step = max((max(s) for s in metrics.values() if s), default=None)
+    count = sum(len(s) for s in metrics.values())
     insert_events(session, [{"trial_id": trial.id, "attempt_id": attempt.id,
                              "seq": imports,
                              "step": 0, "level": "info", "kind": "import",
                              "message": f"imported {source['tool']} run {source['run']}: "
-                                        f"{len(points)} points",
+                                        f"{count} points",
                              "data": source, "time": time.time()}])
     end_attempt(session, attempt, exit_code=None, trial_status="done",
                 cause=f"imported from {source['tool']} run {source['run']} ({source['path']})")
     return outcome
 
 
-
 def _insert_points(session: Session, trial_id: int, attempt_id: int,
-                   points: Sequence[tuple[str, int, float, float | None]]) -> None:
-    """The trial holds none of these (metric, step) now: a plain INSERT. On SQLite, one
-    executemany of tuples (a million points: ~2 s less than building row dicts for the
-    generic upsert); NaN is stored as NULL, as NaNFloat does."""
+                   metrics: Mapping[str, Mapping[int, tuple[float, float | None]]]) -> None:
+    """The trial holds none of these (metric, step) now: a plain INSERT.
+
+    On SQLite, on the session's own DBAPI connection (the same transaction): ROWS points
+    per statement, the trial, attempt and metric bound once as ?1-?3 and each point's
+    step, value and time after them. A million points insert ~2x faster than one row per
+    statement (SQLite's per-statement work, not the B-tree, was half the time). 3 + 3 x
+    ROWS parameters stay under SQLite's oldest limit of 999. NaN is stored as NULL, as
+    NaNFloat does."""
     if session.get_bind().dialect.name != "sqlite":
         upsert_metric_points(session, [{"trial_id": trial_id, "attempt_id": attempt_id,
                                         "name": n, "step": s, "value": v, "time": t}
-                                       for n, s, v, t in points])
+                                       for n, series in metrics.items()
+                                       for s, (v, t) in series.items()])
         return
     session.flush()
-    session.connection().exec_driver_sql(
-        "INSERT INTO metric_point (trial_id, attempt_id, name, step, value, time) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        [(trial_id, attempt_id, n, s, None if v != v else v, t) for n, s, v, t in points])
+    cursor = session.connection().connection.cursor()
+    try:
+        for name, series in metrics.items():
+            head = (trial_id, attempt_id, name)
+            flat = _interleaved(series)
+            whole = len(flat) // (3 * ROWS) * 3 * ROWS
+            cursor.executemany(_INSERT_MANY, (head + tuple(flat[i:i + 3 * ROWS])
+                                              for i in range(0, whole, 3 * ROWS)))
+            cursor.executemany(_INSERT_ONE, (head + tuple(flat[i:i + 3])
+                                             for i in range(whole, len(flat), 3)))
+    finally:
+        cursor.close()
+
+
+ROWS = 250
+_COLUMNS = "INSERT INTO metric_point (trial_id, attempt_id, name, step, value, time) VALUES "
+_INSERT_MANY = _COLUMNS + ", ".join(f"(?1, ?2, ?3, ?{4 + 3 * i}, ?{5 + 3 * i}, ?{6 + 3 * i})"
+                                    for i in range(ROWS))
+_INSERT_ONE = _COLUMNS + "(?1, ?2, ?3, ?4, ?5, ?6)"
+
+
+def _interleaved(series: Mapping[int, tuple[float, float | None]]) -> list:
+    """[step, value, time, step, value, time, ...], filled a column at a time in C."""
+    values = list(map(_first, series.values()))
+    if any(map(math.isnan, values)):
+        values = [None if v != v else v for v in values]
+    flat: list = [None] * (3 * len(values))
+    flat[0::3] = series.keys()
+    flat[1::3] = values
+    flat[2::3] = map(_second, series.values())
+    return flat
