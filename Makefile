@@ -13,6 +13,9 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[dev,torch,postgres,ray,slurm,ui,hf,lightning,tensorboard,wandb]"
+	# Kronfluence and Captum (the inside extra) declare torch/torchvision ranges that would
+	# replace the CPU wheel: without their dependencies, plus the two light ones they use
+	$(PY) -m pip install -q --no-deps "kronfluence==1.0.1" "captum==0.9.0" "einconv==0.1.0" "opt_einsum==3.4.0"
 	# MLflow (the import tests' reference client) apart: see the mlflow extra in pyproject.toml
 	$(PY) -m pip install -q "mlflow>=3,<4" "torch==2.13.0"
 	touch $(STAMP)

@@ -159,7 +159,7 @@ def overhead(args: argparse.Namespace) -> None:
     from labcoat.workloads.tinylm._distributed import Group
     from labcoat.workloads.tinylm._faults import Injector
     from labcoat.workloads.tinylm._tasks import VOCAB
-    from labcoat.workloads.tinylm._train import _torch_settings, _train_step, _watch
+    from labcoat.workloads.tinylm._train import _batches, _torch_settings, _train_step, _watch
 
     cfg = Config(steps=args.overhead_steps, eval_every=100, eval_items=10, threads=1)
     eval_set = make_eval_set(cfg.eval_items, cfg.tasks)
@@ -172,8 +172,8 @@ def overhead(args: argparse.Namespace) -> None:
         options = _options(args)
         guard = _watch(options or guarded, cfg, model, opt, None, eval_set, start_step=0) \
             if guarded else None
-        return {"model": model, "opt": opt, "stream": stream, "faults": faults, "guard": guard,
-                "times": []}
+        return {"model": model, "opt": opt, "faults": faults, "guard": guard, "times": [],
+                "batches": _batches(stream, cfg, faults, Group(), 1)}
 
     # Two unguarded arms, built before and after the guarded one: the arm built first ran
     # 0.2-0.5% slower than its twins in A/A runs (memory placement), a bias as large as
@@ -188,7 +188,7 @@ def overhead(args: argparse.Namespace) -> None:
             for name in names[step % 3:] + names[:step % 3]:
                 a = arms[name]
                 started = time.perf_counter()
-                _train_step(a["model"], a["opt"], a["stream"], cfg, lr, step, a["faults"],
+                _train_step(a["model"], a["opt"], a["batches"], cfg, lr, step, a["faults"],
                             a["guard"], dp=Group())
                 if step % cfg.eval_every == 0:
                     evaluate(a["model"], eval_set)

@@ -70,10 +70,10 @@ def timed_run(cfg: Config, directory: Path | None, budget: float | None
     cpu = time.process_time()
     started = time.perf_counter()
     if directory is None:
-        train(cfg, recorder)
+        train(cfg, recorder, phases=False)  # a stand-in run: no phase records
     else:
         with Checkpointer(directory, run=recorder, replay_budget=budget) as ckpt:
-            train(cfg, recorder, checkpointer=ckpt)
+            train(cfg, recorder, checkpointer=ckpt, phases=False)
     seconds = time.perf_counter() - started, time.process_time() - cpu
     kept = len(list(directory.glob("step-*"))) if directory else 0
     return seconds, recorder, kept
@@ -95,7 +95,7 @@ def replay(cfg: Config, directory: Path, start: int, end: int, work: Path
     started = time.perf_counter()
     try:
         with Checkpointer(work / "unused", run=recorder) as ckpt:
-            train(cfg, recorder, checkpointer=ckpt)
+            train(cfg, recorder, checkpointer=ckpt, phases=False)
     except ReplayFinished:
         pass
     finally:

@@ -130,7 +130,7 @@ def tinylm_checkpoints(quick: bool = False) -> None:
         for warmup in warmups:
             train(Config(steps=steps, warmup=warmup, eval_every=every, eval_items=20,
                          eval_budget=0, threads=1, seed=seed),
-                  Recorder(f"s{seed}-w{warmup}"))  # type: ignore[arg-type]
+                  Recorder(f"s{seed}-w{warmup}"), phases=False)  # type: ignore[arg-type]
     matrix = result_matrix(records)
     print(f"tinylm: {len(matrix.models)} checkpoints x {len(matrix.items)} items; "
           "5-fold cross-validated")

@@ -34,7 +34,8 @@ EXTRAS = {  # module imported at a test's top -> (is it installed, the extra tha
     "fastapi": (find_spec("fastapi") is not None, "ui"),
     "plotly": (find_spec("plotly") is not None, "ui"),
 }
-EXTRAS |= {f"labcoat.{p}": EXTRAS["torch"] for p in ("torch", "workloads", "integrations")}
+EXTRAS |= {f"labcoat.{p}": EXTRAS["torch"] for p in ("torch", "workloads", "integrations",
+                                                          "inside")}
 
 
 def _missing_extra(path: Path) -> str | None:

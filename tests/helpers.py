@@ -42,15 +42,44 @@ def shared_home(path: Path) -> Iterator[Path]:
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 300,
         check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run `labcoat ARGS` as a real subprocess with the current environment."""
-    result = subprocess.run(
-        [sys.executable, "-m", "labcoat.cli", *args], cwd=cwd, env=dict(os.environ),
-        capture_output=True, text=True, timeout=timeout,
-    )
+    """Run `labcoat ARGS` as a real process with the current environment: forked from a
+    server with the heavy libraries imported (tests/cli_forks.py; ~1 s less per call), or
+    a fresh `python -m labcoat.cli` with LABCOAT_TEST_FORK=0."""
+    command = [sys.executable, "-m", "labcoat.cli", *args]
+    if os.environ.get("LABCOAT_TEST_FORK", "1") == "0" or _own_startup():
+        result = subprocess.run(command, cwd=cwd, env=dict(os.environ), capture_output=True,
+                                text=True, timeout=timeout)
+    else:
+        result = _forked(command, list(args), cwd, timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"labcoat {' '.join(args)} failed ({result.returncode}):\n"
                              f"{result.stdout}\n{result.stderr}")
     return result
+
+
+_SERVER: list = []  # this test process's fork server, once started
+_PYTHONPATH = os.environ.get("PYTHONPATH", "")  # the server's, fixed when it starts
+
+
+def _own_startup() -> bool:
+    """A PYTHONPATH of the test's own (a sitecustomize that hides torch or plotly, a
+    module that shadows one) acts at interpreter start: that call needs a fresh one."""
+    return os.environ.get("PYTHONPATH", "") != _PYTHONPATH
+
+
+def _forked(command: list[str], args: list[str], cwd: Path | None,
+            timeout: float) -> subprocess.CompletedProcess[str]:
+    import tempfile
+
+    from cli_forks import Server
+
+    if not _SERVER or _SERVER[0].process.poll() is not None:
+        _SERVER[:] = [Server()]
+    with tempfile.TemporaryDirectory(prefix="labcoat-cli-") as scratch:
+        reply = _SERVER[0].run(args, str(cwd or os.getcwd()), timeout, scratch)
+    if reply.get("timeout"):
+        raise subprocess.TimeoutExpired(command, timeout, reply["stdout"], reply["stderr"])
+    return subprocess.CompletedProcess(command, reply["code"], reply["stdout"], reply["stderr"])
 
 
 def show_now(name: str) -> dict | None:
@@ -197,7 +226,9 @@ seeds: 2
 
 def recorded_once(experiment: str) -> tuple[dict, dict, dict]:
     """(metric points, eval items, attempts per trial) of `experiment` in the store; fails if
-    any point or item was recorded twice (restarted trials must not duplicate)."""
+    any point or item was recorded twice (restarted trials must not duplicate). Phase times
+    (``phase_s/...``, wall-clock durations) are checked for that, not returned: no two runs
+    share them."""
     from labcoat import store
 
     db = store.open_store()
@@ -214,7 +245,8 @@ def recorded_once(experiment: str) -> tuple[dict, dict, dict]:
         db.close()
     for rows in (points, items):
         assert len(rows) == len(dict(rows)), "a point was recorded twice"
-    return dict(points), dict(items), attempts
+    metrics = {key: value for key, value in points if not key[1].startswith("phase_s/")}
+    return metrics, dict(items), attempts
 
 
 def plotly_figures(html: str) -> list[tuple[list, dict]]:
@@ -226,3 +258,19 @@ def plotly_figures(html: str) -> list[tuple[list, dict]]:
         layout, _ = decoder.raw_decode(html, end + len(re.match(r",\s*", html[end:])[0]))
         out.append((traces, layout))
     return out
+
+
+def slow_data_design(name: str, steps: int, slow_from: int) -> str:
+    """Two smallest tinylm trials, the second's data loading 15 ms slower from `slow_from`
+    (tinylm's slow_data fault): what the slow-step alarm and the phase section read."""
+    return f"""name: {name}
+hypothesis: {{claim: slow data loading changes nothing, metric: exact_match, direction: increase}}
+command: "{{python}} -m labcoat.workloads.tinylm --seed {{seed}} --width 16 --depth 1 --heads 2
+  --batch-size 8 --eval-every 0 --eval-items 3 --tasks copy,reverse --threads 1
+  --steps {steps} --no-guard --fault slow_data --fault-step {{slow_from}}"
+params: {{slow_from: 100000}}
+arms:
+  base: {{control: true}}
+  slow: {{params: {{slow_from: {slow_from}}}}}
+seeds: 1
+"""

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import labcoat
 
 SRC = Path(labcoat.__file__).parent
@@ -76,3 +78,14 @@ def test_every_package_loads_from_a_bare_import_labcoat():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["fit", "interval_estimates"]
+
+
+@pytest.mark.needs("torch")
+def test_a_training_process_does_not_load_scipy_or_the_store():
+    """Every tinylm trial imports labcoat.torch (guard, phases); scipy.stats (0.7 s) and
+    SQLAlchemy are for the runner and the reports, not for each training process."""
+    code = ("import sys, labcoat.workloads.tinylm; "
+            "print(sorted(m for m in ('scipy', 'sqlalchemy') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]"]

@@ -20,7 +20,8 @@ SCRIPTS = sorted(p.stem for p in BENCH.glob("*.py") if not p.name.startswith("_"
 # several CLI runs); the rest take a few seconds each.
 SLOW = {"executors", "goodput", "guard", "guard_vs_traincheck", "load", "mup_transfer",
         "replay", "scaling_fit", "subset_selection", "traincheck_bugs", "traincheck_dist",
-        "ui", "callback_overhead", "import_vs_clients", "small_sample_verdicts"}
+        "ui", "callback_overhead", "import_vs_clients", "small_sample_verdicts",
+        "influence", "shrink"}
 
 
 def _harness(out: Path, home: Path, *args: str) -> dict[str, dict]:

@@ -17,8 +17,8 @@ __all__ = ["LabcoatError", "Run", "init", "stats"]
 __version__ = "0.1.0"
 
 # Every package, e.g. `labcoat.scaling` after a bare `import labcoat`.
-_LAZY = {"diagnose", "evals", "monitor", "report", "reproduce", "review", "runner", "scaling",
-         "spec", "stats", "store", "torch", "web", "workloads"}
+_LAZY = {"diagnose", "evals", "inside", "monitor", "report", "reproduce", "review", "runner",
+         "scaling", "spec", "stats", "store", "torch", "web", "workloads"}
 
 
 def __getattr__(name: str) -> Any:

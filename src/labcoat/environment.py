@@ -26,6 +26,9 @@ LABCOAT_REPLAY      (replay) JSON file describing a replay segment (`labcoat rep
                              ends the process after its last step (labcoat.torch.checkpoint._replay)
 LABCOAT_REPLAY_BUDGET (user) record for replay: the Checkpointer keeps every checkpoint and
                              saves as often as this fraction of training time allows (e.g. 0.07)
+LABCOAT_PROFILE_ON_SLOW (user) N: a phase timer (labcoat.torch.time_phases) that sees one of
+                             its phases get slower profiles the next N steps with torch.profiler,
+                             the trace beside the journal; unset or 0: off
 RANK, WORLD_SIZE     (torchrun) in a multi-rank trial (design `ranks: N`): this process's
                              rank and the group's size; rank r > 0 journals beside
                              LABCOAT_JOURNAL as journal-rank<r>.jsonl
@@ -54,6 +57,7 @@ JOURNAL_FAULT = "LABCOAT_JOURNAL_FAULT"
 GUARD_REFERENCE = "LABCOAT_GUARD_REFERENCE"
 REPLAY = "LABCOAT_REPLAY"
 REPLAY_BUDGET = "LABCOAT_REPLAY_BUDGET"
+PROFILE_ON_SLOW = "LABCOAT_PROFILE_ON_SLOW"
 
 
 def home() -> Path:

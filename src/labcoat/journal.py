@@ -17,6 +17,10 @@ Record kinds (format version 1):
     {"kind": "heartbeat", "time", "step"}
     {"kind": "finish", "time", "status"}
     {"kind": "step", "time", "step", "step_s"?, "work_s"?}   multi-rank trials only
+    {"kind": "phases", "time", "step", "s": {phase: seconds}, "rank"?}   one per step
+`phases` is a step's time by phase (`STEP_PHASES` below, or a user's `run.phase` name), written
+by `labcoat.torch.time_phases` (or by the SDK for `run.phase` alone): one record per step,
+so timing stays cheap; `total` in it is the step's wall time, `other` what no phase took.
 Multi-rank trials (``ranks: N``) write one journal per rank: rank 0 the usual
 ``journal.jsonl``, rank r > 0 ``journal-rank<r>.jsonl`` beside it (`rank_journal`).
 """
@@ -35,9 +39,16 @@ JOURNAL_NAME = "journal.jsonl"  # inside an attempt's run directory
 MAX_RANKS = 128  # processes per trial on one machine (torchrun --nproc-per-node)
 
 # Record kinds.
-START, LOG, ITEMS, EVENT, HEARTBEAT, FINISH, STEP = (
-    "start", "log", "items", "event", "heartbeat", "finish", "step")
-KINDS = (START, LOG, ITEMS, EVENT, HEARTBEAT, FINISH, STEP)
+START, LOG, ITEMS, EVENT, HEARTBEAT, FINISH, STEP, PHASES = (
+    "start", "log", "items", "event", "heartbeat", "finish", "step", "phases")
+KINDS = (START, LOG, ITEMS, EVENT, HEARTBEAT, FINISH, STEP, PHASES)
+
+# The phases of a training step labcoat times itself (docs/phases.md); a `run.phase(name)`
+# adds any other name. WAIT_PHASES are time spent waiting for other ranks: a rank slow there
+# is a symptom of another rank's slow compute, never a cause by itself.
+STEP_PHASES = ("data", "forward", "backward", "optimizer", "comm", "eval", "checkpoint", "other")
+WAIT_PHASES = ("comm",)
+PHASE_POINTS = "phase_s/"  # phases records in the store: metric points phase_s/<phase>/rank<r>
 
 # Event levels, lowest first.
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -69,6 +80,10 @@ class Events:
     JOURNAL_INVALID = "journal.invalid"
     RANK_FAILED = "rank.failed"
     RANK_STRAGGLER = "rank.straggler"
+    # A phase of a step got slower and stayed slow (labcoat.monitor's slow-step alarm; also
+    # an alert row), and the short torch.profiler window captured on it in the trial.
+    PHASE_SLOW = "phase.slow"
+    PHASE_PROFILE = "phase.profile"
 
 
 def rank_journal(journal: str | os.PathLike[str], rank: int) -> Path:

@@ -202,7 +202,8 @@ def test_eval_budget_placeholder_and_a_hash_unchanged_without_it() -> None:
     declared = with_eval.replace("{every: 100}", "{every: 100, budget: 0.02}")
     assert expand(parse_design(declared), python="py")[0].command[-1] == "0.02"
     design = parse_design(with_eval)
-    later = {"data": True, "resources": True, "ranks": True, "reference": True}
+    later = {"data": True, "resources": True, "ranks": True, "reference": True,
+             "shrink": True}
     legacy = json.dumps(design.model_dump(mode="json", exclude={
         **later, "eval": {"budget"}, "hypothesis": {"bounds", "predict"}}),
         sort_keys=True, separators=(",", ":"))

@@ -126,8 +126,9 @@ def test_a_killed_rank_restarts_the_group_bit_identically_and_drift_is_caught(ho
         alerts = session.query(store.Alert).filter_by(trial_id=drift.id).all()
         assert [(a.rule, a.step) for a in alerts] == [("dist.param_drift", 10)]
         assert "blocks.0.mlp.up.weight" in alerts[0].message
-        # the replica checks stay quiet on a clean run (dist.straggler may fire: its timing
-        # of millisecond steps on a loaded machine is noise, and not the subject here)
+        # the replica checks stay quiet on a clean run (dist.straggler and the slow-step
+        # alarm may fire: timing millisecond steps on a loaded machine, and a rank killed
+        # mid-run, are not the subject here)
         quiet = session.query(store.Alert).filter_by(trial_id=long.id).all()
-        assert not [a.rule for a in quiet if a.rule != "dist.straggler"]
+        assert not [a.rule for a in quiet if a.rule not in ("dist.straggler", "phase.slow")]
     db.close()

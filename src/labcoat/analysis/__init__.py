@@ -38,9 +38,11 @@ if TYPE_CHECKING:
         review_findings,
         trial_data,
     )
+    from labcoat.analysis._phases import step_phases
     from labcoat.analysis._scales import backtest_summary, fit_summary, run_backtest, scales_data
     from labcoat.analysis._status import experiment_summary, status_data
     from labcoat.analysis._textplot import loglog_plot
+    from labcoat.analysis._why import ComponentRow, Why, load_why, save_why, why_path
 
 # Names load on first use: `labcoat status` does not import scipy (1 s), which only the
 # verdict needs.
@@ -53,8 +55,10 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_json": ("json_safe",),
     "_ledger": ("Entry", "Ledger", "Score", "entries_of", "ledger", "ledger_dict"),
     "_lttb": ("downsample", "lttb"),
+    "_phases": ("step_phases",),
     "_page": ("ReportPage", "page_curves", "report_page", "review_findings", "trial_data"),
     "_scales": ("backtest_summary", "fit_summary", "run_backtest", "scales_data"),
     "_status": ("experiment_summary", "status_data"),
     "_textplot": ("loglog_plot",),
+    "_why": ("ComponentRow", "Why", "load_why", "save_why", "why_path"),
 })

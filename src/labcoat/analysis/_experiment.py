@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from labcoat import review, spec, stats, store
 from labcoat.analysis._evals import evaluations_data, prompts_data
+from labcoat.analysis._phases import step_phases
 from labcoat.analysis._scales import scales_data
 from labcoat.analysis._status import status_data
 from labcoat.spec import Design, Hypothesis
@@ -110,6 +111,7 @@ class Analysis:
     scales: dict[str, Any] = field(default_factory=dict)  # scaling fits (report._scales)
     prompts: dict[str, Any] = field(default_factory=dict)  # template sensitivity (_evals)
     evaluations: dict[str, Any] = field(default_factory=dict)  # eval items no hypothesis judges
+    phases: dict[str, Any] = field(default_factory=dict)  # step time by phase (_phases)
     kind: str = "designed"  # or "ad-hoc" (labcoat.init outside `labcoat run`), "imported"
 
 
@@ -147,6 +149,7 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
         analysis.evaluations = evaluations_data(
             session, experiment, control=analysis.control,
             judged_by=[r.hypothesis.metric for r in analysis.results])
+    analysis.phases = step_phases(session, experiment)
     return analysis
 
 

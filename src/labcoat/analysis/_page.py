@@ -20,6 +20,8 @@ from labcoat import store
 from labcoat.analysis._curves import arm_curves
 from labcoat.analysis._experiment import Analysis, analyze
 from labcoat.analysis._status import experiment_summary
+from labcoat.analysis._why import Why, load_why
+from labcoat.journal import PHASE_POINTS
 from labcoat.review import Finding
 from labcoat.store import Experiment
 
@@ -34,6 +36,7 @@ class ReportPage:
     trials: list[dict[str, Any]] = field(default_factory=list)  # key, arm, seed, status, ...
     timeline: list[dict[str, Any]] = field(default_factory=list)  # attempts, alerts, restarts
     generated_at: str = ""
+    why: Why | None = None  # labcoat inside's saved results (analysis._why), if any
 
 
 def report_page(session: Session, experiment: Experiment, *,
@@ -49,14 +52,17 @@ def report_page(session: Session, experiment: Experiment, *,
         findings=review_findings(experiment.design_yaml) if experiment.design_yaml else None,
         curves=curves, trials=_trials(experiment), timeline=_timeline(session, experiment),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        why=load_why(experiment.name),
     )
 
 
 def page_curves(session: Session, experiment: Experiment
                 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every logged metric's per-arm curves (report._curves.arm_curves)."""
+    """Every logged metric's per-arm curves (report._curves.arm_curves), but the phase
+    times (``phase_s/...``): the step-time-by-phase section draws those, per rank."""
     return {name: arm_curves(session, experiment, name)
-            for name in store.metric_names(session, [t.id for t in experiment.trials])}
+            for name in store.metric_names(session, [t.id for t in experiment.trials])
+            if not name.startswith(PHASE_POINTS)}
 
 
 def review_findings(design_yaml: str) -> list[Finding]:

@@ -220,13 +220,13 @@ def demo(
     """Run the example experiment in a temporary home and print its report."""
     from importlib.util import find_spec
 
-    from labcoat.monitor import standard_monitors
-    from labcoat.runner import run_design
-
     if find_spec("torch") is None:  # tinylm is a PyTorch model: say so before six trials fail
         raise LabcoatError("labcoat demo trains tinylm, a PyTorch model, and torch is not "
                            "installed here: pip install torch==2.13.0 (the CPU wheel), or "
                            "pip install 'labcoat[torch]', then run labcoat demo again")
+    from labcoat.monitor import standard_monitors
+    from labcoat.runner import run_design
+
     home = Path(tempfile.mkdtemp(prefix="labcoat-demo-"))
     os.environ["LABCOAT_HOME"] = str(home)
     os.environ.pop("LABCOAT_DB", None)

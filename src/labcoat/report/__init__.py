@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from labcoat.report._html import CSS, figure_html, plotly_js, render_html, write_html_report
     from labcoat.report._ledger import ledger_body, ledger_html, print_ledger
     from labcoat.report._logs import LogLine, lines_json, print_lines, select_lines
+    from labcoat.report._phases import phase_plot, print_phases
     from labcoat.report._reproduce import print_provenance, print_replay, print_rerun
     from labcoat.report._review import (
         plan_dict,
@@ -72,6 +73,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "_html": ("CSS", "figure_html", "plotly_js", "render_html", "write_html_report"),
     "_ledger": ("ledger_body", "ledger_html", "print_ledger"),
     "_logs": ("LogLine", "lines_json", "print_lines", "select_lines"),
+    "_phases": ("phase_plot", "print_phases"),
     "_reproduce": ("print_provenance", "print_replay", "print_rerun"),
     "_review": ("plan_dict", "print_findings", "print_plan", "print_ranking", "ranking_dict"),
     "_scales": ("print_backtest", "print_fit"),

@@ -31,7 +31,7 @@ from labcoat.errors import LabcoatError
 from labcoat.report._evals import difference_cells, evaluations_title, interval_text
 from labcoat.report._plotly import figure_div, head_scripts, packed_plotly_js, tail_scripts
 from labcoat.report._plotly import plotly_js as plotly_js  # report.plotly_js (the dashboard)
-from labcoat.report._status import goodput_line
+from labcoat.report._status import alert_groups, goodput_line
 from labcoat.report._terminal import (
     _interval,  # one wording of an interval in both reports
     trials_line,
@@ -131,8 +131,10 @@ class _Renderer:
         # what a reader asks first: the verdict and its effects, then how training went
         sections = [("verdicts", "Verdicts", self.verdicts()),
                     ("curves", "Training and eval curves", self.curves()),
+                    ("phases", "Step time by phase", self.phases()),
                     ("hypotheses", "Hypotheses, effects and intervals", self.hypotheses()),
                     ("evaluations", "Eval items", self.evaluations()),
+                    ("why", "Why: inside the models", self.why()),
                     ("design", "Design and pre-registration", self.design()),
                     ("review", "Design review", self.review()),
                     ("scaling", "Scaling", self.scaling()),
@@ -140,14 +142,15 @@ class _Renderer:
                     ("trials", "Trials and how to reproduce them", self.trials()),
                     ("changes", "What changed: prior -> result", self.changes())]
         e = self.page.experiment
-        nav = "".join(f"<a href='#{sid}'>{title}</a>" for sid, title, _ in sections)
+        nav = "".join(f"<a href='#{sid}'>{title}</a>" for sid, title, html in sections
+                      if html is not None)
         out = [f"<header><h1>Experiment {escape(e['name'])}</h1>"
                f"<p class='muted'>status <b id='status'>{escape(e['status'])}</b>; "
                f"{escape(trials_line(self.a))}; design "
                f"{escape((e['design_hash'] or '')[:12])}; generated "
                f"{escape(self.page.generated_at)} by labcoat</p></header><nav>{nav}</nav>"]
         out += [f"<section id='{sid}'><h2>{title}</h2>{html}</section>"
-                for sid, title, html in sections]
+                for sid, title, html in sections if html is not None]
         return "".join(out)
 
     # --- sections ---------------------------------------------------------------------
@@ -291,6 +294,21 @@ class _Renderer:
 
     def evaluations(self) -> str:
         return self.item_scores() + self.prompts()
+
+    def phases(self) -> str | None:
+        """Step time by phase (report._phases); None, so no section, when no phase was
+        timed."""
+        if not self.a.phases:
+            return None
+        from labcoat.report._phases import phases_html
+
+        return phases_html(self.a.phases, self.plot)
+
+    def why(self) -> str:
+        """What `labcoat inside` saved: components ranked, flipped items' training data."""
+        from labcoat.report._why import why_html
+
+        return why_html(self.page.why, self.page.experiment["name"], self.plot)
 
     def prompts(self) -> str:
         """Prompt-format sensitivity, as the terminal report's (report._evals.print_prompts)."""
@@ -444,15 +462,20 @@ class _Renderer:
         out.append(self.plot(fig) if fig is not None
                    else "<p class='note'>no attempt has run yet.</p>")
         alerts = [(k, x) for k, rows in a.alerts.items() for x in rows]
-        if alerts:
-            rows = "".join(f"<tr><td>{escape(k)}</td><td>{x['step']}</td><td class='text "
+        groups = dict(alert_groups(alerts))
+        for heading, rows in groups.items():
+            if heading == "slow steps" and a.phases:
+                out.append(f"<p>{len(rows)} slow-step alarm(s): see <a href='#phases'>step time "
+                           "by phase</a>.</p>")
+                continue
+            body = "".join(f"<tr><td>{escape(k)}</td><td>{x['step']}</td><td class='text "
                            f"sev-{escape(str(x['severity']))}'>{escape(str(x['severity']))}</td>"
                            f"<td class='text'>{escape(x['rule'])}</td><td class='text'>"
-                           f"{escape(x['message'])}</td></tr>" for k, x in alerts)
-            out.append("<h3>Guard alerts</h3><table><tr><th>trial</th><th>step</th>"
+                           f"{escape(x['message'])}</td></tr>" for k, x in rows)
+            out.append(f"<h3>{heading.capitalize()}</h3><table><tr><th>trial</th><th>step</th>"
                        "<th class='text'>severity</th><th class='text'>rule</th>"
-                       f"<th class='text'>message</th></tr>{rows}</table>")
-        else:
+                       f"<th class='text'>message</th></tr>{body}</table>")
+        if "guard alerts" not in groups:
             out.append("<p>no guard alerts.</p>")
         if a.restarts:
             out.append("<h3>Restarts</h3><ul>" + "".join(

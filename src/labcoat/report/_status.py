@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
+from labcoat.journal import Events
 from labcoat.runner import LOSSES, runner_state
 
 
@@ -102,32 +103,42 @@ def _interrupted(trial: dict[str, Any], why: str, heartbeat: float | None,
     return {**trial, **status, "cause": why, "attempt_history": history}
 
 
+# any other severity (info: a rank waiting for a slow peer) is dim; an empty style would
+# leave a bare "[/]" that rich refuses
 _ALERT_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
 
 
+def alert_groups(rows: list[tuple[str, dict[str, Any]]]
+                 ) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """(heading, (trial key, alert) rows) of each kind of alert row that has any: checkpoint
+    problems (rules ``checkpoint.*``, events), slow steps (``phase.slow``, the slow-step
+    alarm), then guard alerts (the silent-error guard's rules)."""
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {
+        "checkpoint problems": [], "slow steps": [], "guard alerts": []}
+    for key, a in rows:
+        rule = a["rule"]
+        group = ("checkpoint problems" if rule.startswith("checkpoint.") else
+                 "slow steps" if rule == Events.PHASE_SLOW else "guard alerts")
+        groups[group].append((key, a))
+    return [(heading, found) for heading, found in groups.items() if found]
+
+
 def print_alerts(trials: list[dict[str, Any]], console: Console, limit: int = 20) -> None:
-    """Guard alerts, worst first, at most `limit` lines; checkpoint problems (alert rows
-    whose rule is a ``checkpoint.*`` event) under a heading of their own."""
-    rows = [(t["key"], a) for t in trials for a in t.get("alerts", [])]
-    checkpoint = [r for r in rows if r[1]["rule"].startswith("checkpoint.")]
-    if checkpoint:
-        console.print(f"[bold]checkpoint problems[/] ({len(checkpoint)}):")
-        for key, a in checkpoint[:limit]:
-            console.print(f"  {escape(key)} step {a['step']}: "
-                          f"[{_ALERT_STYLE.get(a['severity'], '')}]{a['severity']}[/] "
-                          f"{escape(a['message'])}", soft_wrap=True)
-    rows = [r for r in rows if not r[1]["rule"].startswith("checkpoint.")]
-    if not rows:
-        return
+    """Alert rows, at most `limit` lines a group, under a heading per kind (`alert_groups`):
+    checkpoint problems, slow steps, then guard alerts worst first."""
     order = {"critical": 0, "error": 1, "warning": 2}
-    rows.sort(key=lambda r: (order.get(r[1]["severity"], 3), r[1]["step"] or 0))
-    console.print(f"[bold]guard alerts[/] ({len(rows)}):")
-    for key, a in rows[:limit]:
-        console.print(f"  {escape(key)} step {a['step']}: [{_ALERT_STYLE.get(a['severity'], '')}]"
-                      f"{a['severity']}[/] {escape(a['rule'])} - {escape(a['message'])}",
-                      soft_wrap=True)
-    if len(rows) > limit:
-        console.print(f"  ... {len(rows) - limit} more (labcoat status EXP --json)")
+    for heading, rows in alert_groups([(t["key"], a) for t in trials
+                                       for a in t.get("alerts", [])]):
+        if heading == "guard alerts":
+            rows.sort(key=lambda r: (order.get(r[1]["severity"], 3), r[1]["step"] or 0))
+        console.print(f"[bold]{heading}[/] ({len(rows)}):")
+        for key, a in rows[:limit]:
+            rule = f"{escape(a['rule'])} - " if heading == "guard alerts" else ""
+            console.print(f"  {escape(key)} step {a['step']}: "
+                          f"[{_ALERT_STYLE.get(a['severity'], 'dim')}]{escape(a['severity'])}[/] "
+                          f"{rule}{escape(a['message'])}", soft_wrap=True)
+        if len(rows) > limit:
+            console.print(f"  ... {len(rows) - limit} more (labcoat status EXP --json)")
 
 
 def _attempts_table(trials: list[dict[str, Any]]) -> Table:

@@ -22,7 +22,9 @@ from labcoat.analysis import (
     json_safe,
     verdict_word,
 )
+from labcoat.journal import Events
 from labcoat.report._evals import print_evaluations, print_prompts
+from labcoat.report._phases import print_phases
 from labcoat.report._scales import print_scales
 from labcoat.report._status import goodput_line, print_alerts, print_wide
 from labcoat.stats import Adjusted, Difference, Interval
@@ -57,7 +59,10 @@ def print_report(analysis: Analysis, console: Console) -> None:
         console.print(f"restarts: {causes}", soft_wrap=True)
     if analysis.goodput:
         console.print(goodput_line(analysis.goodput), soft_wrap=True)
-    print_alerts([{"key": k, "alerts": v} for k, v in analysis.alerts.items()], console)
+    print_phases(analysis.phases, console)  # with the slow-step alarms under its table
+    skip = {Events.PHASE_SLOW} if analysis.phases else set()
+    print_alerts([{"key": k, "alerts": [a for a in v if a["rule"] not in skip]}
+                  for k, v in analysis.alerts.items()], console)
     for key, why in analysis.excluded:
         console.print(f"[dim]not counted: {escape(key)} - {escape(why)}[/]", soft_wrap=True)
     if analysis.family and len(analysis.results) + sum(
@@ -269,4 +274,6 @@ def analysis_dict(analysis: Analysis) -> dict[str, Any]:
         for c, raw_c in zip(result.comparisons, raw["comparisons"], strict=True):
             raw_c["statements"] = verdict_statements(c)  # what both reports say of it
     data["trials_line"] = trials_line(analysis)
+    for trial in data["phases"].get("trials", []):
+        trial.pop("series", None)  # the charts' binned points: the HTML report draws them
     return json_safe(data)

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from labcoat import store
 from labcoat.errors import LabcoatError
+from labcoat.journal import PHASE_POINTS
 from labcoat.store import Experiment, Trial
 
 # Parts of a provenance record that must agree across attempts for the metrics to be one run's.
@@ -53,8 +54,10 @@ def trial_provenance(session: Session, trial: Trial, ref: str) -> tuple[dict[str
 
 
 def recorded_metrics(session: Session, trial: Trial) -> dict[str, dict[int, float]]:
-    """{metric: {step: value}} as the store holds them."""
+    """{metric: {step: value}} as the store holds them, less the phase times
+    (``phase_s/...``: wall-clock durations, never reproducible bit for bit)."""
     metrics: dict[str, dict[int, float]] = {}
     for point in store.metric_points(session, [trial.id]):
-        metrics.setdefault(point.name, {})[int(point.step)] = point.value
+        if not point.name.startswith(PHASE_POINTS):
+            metrics.setdefault(point.name, {})[int(point.step)] = point.value
     return metrics

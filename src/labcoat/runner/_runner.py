@@ -14,7 +14,7 @@ import signal
 import socket
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,7 +39,7 @@ from labcoat.runner._executor import (
 )
 from labcoat.runner._ingest import Progress, ingest_attempt, ingest_ranks, journal_path
 from labcoat.runner._liveness import Heartbeat, RunnerState, identity, runner_state
-from labcoat.runner._local import kill_stale, stderr_tail
+from labcoat.runner._local import LocalProcess, kill_stale, stderr_tail
 from labcoat.runner._monitor import Monitor, MonitorFactory
 from labcoat.runner._preflight import missing_extra
 from labcoat.runner._provenance import ProvenanceRecorder
@@ -56,7 +56,8 @@ from labcoat.runner._restart import Hang, backoff_seconds, mtbf_seconds
 from labcoat.spec import Resources, Restart
 from labcoat.store import Attempt, Experiment, Trial
 
-POLL_SECONDS = 0.3
+POLL_SECONDS = 0.3  # the longest wait between two looks at the running trials
+EXIT_CHECK_SECONDS = 0.02  # ... cut short when a trial on this machine exits
 
 
 @dataclass
@@ -97,6 +98,8 @@ def run_design(
     executor: ExecutorConfig | None = None,
     monitors: Sequence[MonitorFactory] = (),
     allow_large: bool = False,
+    only: Collection[str] | None = None,
+    time_limit: float | None = None,
 ) -> RunSummary:
     """Run every unfinished trial of the design at `design_path`.
 
@@ -109,6 +112,9 @@ def run_design(
     warning against references, scaling extrapolation); none by default.
     allow_large: start a design past its budget of trials or `spec.LARGE_DESIGN` (else a
     LabcoatError says its size before anything is expanded or recorded).
+    only: run just these trial keys (the others are registered, not started).
+    time_limit: seconds an attempt may run; past it the attempt is stopped and fails with
+    the cause "time limit: ..." (`labcoat shrink` gives each candidate a budget).
     """
     path = Path(design_path)
     chaos_spec = parse_chaos(chaos) if chaos else None
@@ -157,6 +163,8 @@ def run_design(
             loop.provenance = ProvenanceRecorder(path, design, experiment.design_hash)
             loop.ranks = ranks
             loop.monitors = [make(session, experiment) for make in monitors]
+            loop.only = None if only is None else set(only)
+            loop.time_limit = time_limit
             loop.display.note(_where_line(db, experiment))
             return loop.run()
     finally:
@@ -201,24 +209,27 @@ class _Loop:
         self.monitors: list[Monitor] = []  # live checks (labcoat.monitor)
         self.provenance: ProvenanceRecorder | None = None  # recorded at each launch
         self.heartbeat = Heartbeat(experiment.name)  # readers tell a dead runner by it
+        self.only: set[str] | None = None  # trial keys to run (None: every unfinished one)
+        self.time_limit: float | None = None  # seconds per attempt (None: no limit)
 
     def run(self) -> RunSummary:
         now = time.time()
-        self.queue = [_Queued(t, now) for t in self.experiment.trials if t.status != "done"]
+        self.queue = [_Queued(t, now) for t in self.experiment.trials
+                      if t.status != "done" and (self.only is None or t.key in self.only)]
         self.summary.skipped = [t.key for t in self.experiment.trials if t.status == "done"]
         with self.display, _stop_on_sigterm():
             if self.summary.skipped:
                 self.display.note(f"{len(self.summary.skipped)} trial(s) already done: skipped")
             try:
                 while self.queue or self.running:
+                    self._poll()
                     self._start_ready()
                     if self.chaos is not None:
                         self._inject()
-                    self._poll()
                     self.session.commit()
                     self.heartbeat.beat()
                     self.display.refresh()
-                    time.sleep(POLL_SECONDS)
+                    self._wait()
             except KeyboardInterrupt:
                 self._stop_all()
                 raise Interrupted(
@@ -227,6 +238,16 @@ class _Loop:
                     "again to finish the rest"
                 ) from None
         return self.summary
+
+    def _wait(self) -> None:
+        """Until the next look: POLL_SECONDS, or less once a local trial has exited, so its
+        slot is refilled at once (short trials: 0.3 s of idle slot each otherwise)."""
+        deadline = time.monotonic() + POLL_SECONDS
+        local = [job.process for job in self.running if isinstance(job.process, LocalProcess)]
+        while (left := deadline - time.monotonic()) > 0:
+            if any(process.poll() is not None for process in local):
+                return
+            time.sleep(min(left, EXIT_CHECK_SECONDS))
 
     def _start_ready(self) -> None:
         now = time.time()
@@ -384,6 +405,9 @@ class _Loop:
                     stuck += f"; {job.group.silent_first()}"
             elif code is None and job.group is not None:
                 stuck = job.group.left_behind(now)
+            if stuck is None and code is None and self.time_limit is not None \
+                    and job.row.started is not None and now - job.row.started > self.time_limit:
+                stuck = f"time limit: stopped after {self.time_limit:g} s"
             hung = stuck is not None
             if hung:
                 code = job.process.stop(grace=2.0)  # None if its executor cannot tell

@@ -33,6 +33,7 @@ from labcoat.spec._schema import (
     Resources,
     Restart,
     Scale,
+    Shrink,
 )
 from labcoat.spec._yaml import line_of
 
@@ -57,6 +58,7 @@ __all__ = [
     "Resources",
     "Restart",
     "Scale",
+    "Shrink",
     "TrialSpec",
     "arm_specs",
     "check_design_file",

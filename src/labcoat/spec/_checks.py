@@ -32,6 +32,7 @@ def design_problems(design: Design) -> list[Problem]:
     problems += _command(design)
     problems += _hypotheses(design)
     problems += _fraction(design)
+    problems += _shrink(design)
     return problems
 
 
@@ -164,6 +165,38 @@ def _fraction(design: Design) -> list[Problem]:
             stats.fractional_factorial(list(factors), generators=design.fraction)
         except ValueError as e:
             problems.append(Problem("bad-fraction", ("fraction",), str(e)))
+    return problems
+
+
+def _shrink(design: Design) -> list[Problem]:
+    """The `shrink:` block names declared params: numbers at or above their floors, and
+    features distinct from them."""
+    if design.shrink is None:
+        return []
+    problems = []
+    known = ", ".join(design.params) or "none declared"
+    for name, floor in design.shrink.params.items():
+        path = ("shrink", "params", name)
+        value = design.params.get(name)
+        if name not in design.params:
+            problems.append(Problem("shrink-param", path, f"shrink names {name!r}, which is not "
+                                    f"in params (known: {known}); declare it or fix the spelling"))
+        elif isinstance(value, bool) or not isinstance(value, int | float):
+            problems.append(Problem("shrink-param", path, f"shrink param {name!r} is "
+                                    f"{value!r}, not a number: only numbers halve (list "
+                                    "on/off params under `features:`)"))
+        elif floor <= 0 or value < floor:
+            problems.append(Problem("shrink-param", path, f"shrink floor {floor!r} of {name!r} "
+                                    f"must be > 0 and at most its value {value!r}"))
+    for name in design.shrink.off_values():
+        path = ("shrink", "features", name) if isinstance(design.shrink.features, dict) \
+            else ("shrink", "features")
+        if name not in design.params:
+            problems.append(Problem("shrink-feature", path, f"shrink feature {name!r} is not in "
+                                    f"params (known: {known}); declare it or fix the spelling"))
+        elif name in design.shrink.params:
+            problems.append(Problem("shrink-feature", path, f"{name!r} is both a shrink param "
+                                    "and a feature; keep it in one of the two"))
     return problems
 
 

@@ -146,7 +146,7 @@ def _text(value: Any) -> str:
 
 
 # Optional sections added after the first schema: left out of the hash when absent.
-LATER_SECTIONS = ("data", "resources", "ranks", "reference")
+LATER_SECTIONS = ("data", "resources", "ranks", "reference", "shrink")
 
 
 def _eval_budget(design: Design) -> float:

@@ -208,6 +208,32 @@ class Restart(_Strict):
     )
 
 
+class Shrink(_Strict):
+    """What `labcoat shrink EXP/TRIAL` may make smaller to reproduce a failure (docs/shrink.md):
+    each param is halved toward its floor while the failure persists, then ddmin switches
+    features off."""
+
+    params: dict[str, float] = Field(
+        min_length=1, description="params the command uses that may shrink, each with its "
+        "floor, e.g. {steps: 32, width: 8, depth: 1}: halved toward the floor, in this order")
+    features: list[str] | dict[str, Scalar] = Field(
+        default_factory=dict, description="params delta debugging may switch off: a list of "
+        "boolean params (off: false), or {param: its off value}, e.g. {dropout: 0.0}")
+    budget: float = Field(
+        2.0, gt=1, description="a candidate may run this many times the original's time to "
+        "failure; stopped past it, it counts as passing")
+    step_tolerance: float = Field(
+        0.35, ge=0, le=1, description="a candidate's failure counts as the same when its "
+        "relative step (failing step / steps) is within this of the original's")
+    max_candidates: int = Field(40, ge=1, description="at most this many candidate trials")
+
+    def off_values(self) -> dict[str, Scalar]:
+        """feature -> the value that switches it off."""
+        if isinstance(self.features, dict):
+            return dict(self.features)
+        return {name: False for name in self.features}
+
+
 MEMORY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)\s*$", re.IGNORECASE)
 MEMORY_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
                 "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -315,6 +341,9 @@ class Design(_Strict):
     reference: str | None = Field(
         None, min_length=1, description="an earlier experiment whose finished trials are the "
         "reference band for early warning (default: this design's other seeds of the arm)")
+    shrink: Shrink | None = Field(
+        None, description="params `labcoat shrink` may halve (each with a floor) and features "
+        "it may switch off, to find a failure's smallest reproduction")
 
     @field_validator("seeds", mode="before")
     @classmethod

@@ -1,6 +1,7 @@
 """Statistics on numbers from anywhere: numpy and scipy only, no torch, no database.
 
-- one eval, one model (items): eval_mean, resampled_mean, bernoulli_se
+- one eval, one model (items): eval_mean, resampled_mean, bernoulli_se; an item answered n
+  times: pass_at_k (Chen et al. 2021's unbiased estimator), pass_hat_k (all k correct)
 - two models on the same items: paired_difference; different items: unpaired_difference
 - runs x tasks (rliable's aggregates, far faster): interval_estimates (IQM, mean, median,
   optimality gap; stratified bootstrap), probability_of_improvement, performance_profile
@@ -18,6 +19,8 @@
 - across tasks: random_effects, fixed_effect, generalization, macro_average
 - curves against reference runs: prediction_band (per-step band for a new run, over looks)
 - one set of items under k conditions (prompt templates): spread_of_means (range, paired)
+- seeds x items: ratio_of_means (two-way bootstrap, Owen 2007; e.g. the share of a
+  difference that patching one component restores, labcoat.inside)
 - the verdict on a hypothesis (supported, negligible, refuted, no-effect, aliased,
   inconclusive; equivalence by TOST): verdict, equivalence_p, Verdict, DECISIONS
 - forecasts of outcomes (`labcoat ledger`): brier_score, brier_score_multi,
@@ -27,6 +30,11 @@
 - ratings of many models from battles or per-item scores: battles, battles_from_scores,
   bradley_terry (Davidson ties, bootstrap and rank intervals), elo (spread over orders),
   nash_average / nash_rating (redundancy-invariant), redundancy_audit
+- step times (labcoat.torch.time_phases): slow_steps (which phase of which rank got slower,
+  from when; a Bernoulli CUSUM on exceedances), detect_shift, bernoulli_cusum,
+  SlowStepRule, SlowStep
+- item response theory (2PL, marginal maximum likelihood) and adaptive items: fit_2pl,
+  IRTFit, informative_items, ability, Ability, select_items, adaptive_test, AdaptiveTest
 - warnings that qualify a result: StatsWarning
 """
 
@@ -39,6 +47,14 @@ from labcoat.stats._aggregates import (
 )
 from labcoat.stats._bands import Band, prediction_band
 from labcoat.stats._bootstrap import interval_estimates, probability_of_improvement
+from labcoat.stats._change import (
+    Shift,
+    SlowStep,
+    SlowStepRule,
+    bernoulli_cusum,
+    detect_shift,
+    slow_steps,
+)
 from labcoat.stats._checks import StatsWarning
 from labcoat.stats._curves import compare_curves, summarize_curves
 from labcoat.stats._factorial import (
@@ -71,6 +87,16 @@ from labcoat.stats._forecasts import (
     wilson_interval,
 )
 from labcoat.stats._generalize import Generalization, generalization
+from labcoat.stats._irt import (
+    Ability,
+    AdaptiveTest,
+    IRTFit,
+    ability,
+    adaptive_test,
+    fit_2pl,
+    informative_items,
+    select_items,
+)
 from labcoat.stats._items import (
     ResampledMean,
     bernoulli_se,
@@ -91,6 +117,7 @@ from labcoat.stats._multiple import (
     macro_average,
 )
 from labcoat.stats._nash import NashAverage, nash_average
+from labcoat.stats._passk import pass_at_k, pass_at_k_items, pass_hat_k, pass_hat_k_items
 from labcoat.stats._power import (
     PilotVariances,
     family_alpha,
@@ -142,10 +169,25 @@ from labcoat.stats._tests import (
     mann_whitney,
     permutation_test,
 )
+from labcoat.stats._two_way import ratio_of_means
 from labcoat.stats._types import Difference, Interval
 from labcoat.stats._verdict import DECISIONS, Verdict, equivalence_p, verdict
 
 __all__ = [
+    "Ability",
+    "AdaptiveTest",
+    "IRTFit",
+    "ability",
+    "adaptive_test",
+    "fit_2pl",
+    "informative_items",
+    "select_items",
+    "Shift",
+    "SlowStep",
+    "SlowStepRule",
+    "bernoulli_cusum",
+    "detect_shift",
+    "slow_steps",
     "Audit",
     "AuditRow",
     "Battles",
@@ -158,6 +200,10 @@ __all__ = [
     "cluster_game",
     "elo",
     "nash_average",
+    "pass_at_k",
+    "pass_at_k_items",
+    "pass_hat_k",
+    "pass_hat_k_items",
     "nash_rating",
     "redundancy_audit",
     "CALIBRATION_ALPHA",
@@ -249,6 +295,7 @@ __all__ = [
     "sequential_plan",
     "sequential_power",
     "spread_of_means",
+    "ratio_of_means",
     "suggest_fractional",
     "summarize_curves",
     "trimmed_mean_interval",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
@@ -15,9 +16,10 @@ from sqlalchemy.orm import Session
 
 from labcoat import analysis, report, store
 from labcoat.errors import LabcoatError
+from labcoat.journal import PHASE_POINTS
 from labcoat.runner import ingest_adhoc_runs
 from labcoat.store import Experiment, Trial
-from labcoat.web import _pages
+from labcoat.web import _pages, _regression_page
 from labcoat.web._cache import PageCache
 from labcoat.web._config import UIConfig
 from labcoat.web._security import AccessControl
@@ -100,6 +102,24 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
         with db.session() as s:
             return analysis.ledger_dict(analysis.ledger(s))
 
+    @app.get("/regression", response_class=HTMLResponse)
+    def regression_suites() -> str:
+        """Regression suites (`labcoat evals harvest`) and their last verdicts."""
+        directory = _suites_dir(config)
+        return _regression_page.list_page(_regression_page.suite_rows(directory), directory)
+
+    @app.get("/regression/{name}", response_class=HTMLResponse)
+    def regression_suite(name: str) -> str:
+        return _regression_page.suite_page(_suite_data(config, name))
+
+    @app.get("/api/regression")
+    def api_regression_suites() -> list[dict[str, Any]]:
+        return _regression_page.suite_rows(_suites_dir(config))
+
+    @app.get("/api/regression/{name}")
+    def api_regression_suite(name: str) -> dict[str, Any]:
+        return _suite_data(config, name)
+
     @app.get("/trial", response_class=HTMLResponse)
     def trial(experiment: str | None = None, key: str | None = None) -> str:
         with db.session() as s:
@@ -108,10 +128,14 @@ def create_app(config: UIConfig | None = None) -> FastAPI:
             data = analysis.trial_data(s, t)
             curves = analysis.trial_curves(s, t)
             plots = [report.figure_html(report.trial_curve_plot(metric, c), f"fig{i}")
-                     for i, (metric, c) in enumerate(curves.items())]
+                     for i, (metric, c) in enumerate(curves.items())
+                     if not metric.startswith(PHASE_POINTS)]  # drawn stacked, below
+            phases = analysis.step_phases(s, exp, trials=[t])
+            phase_plot = report.figure_html(report.phase_plot(
+                phases["trials"][0], phases["phases"]), "figphases") if phases else ""
             refresh = config.refresh if t.status == "running" else None
             return _pages.trial_page(exp.name, data, plots, data["checkpoints"], data["logs"],
-                                     refresh)
+                                     refresh, phase_plot=phase_plot)
 
     @app.get("/compare", response_class=HTMLResponse)
     def compare(a: str | None = None, b: str | None = None) -> str:
@@ -175,6 +199,24 @@ def _curves_apart(db: store.Store, name: str) -> dict[str, Any]:
     """report_page's curves in a session of their own (sessions are not shared by threads)."""
     with db.session() as s:
         return analysis.page_curves(s, store.find_experiment(s, name))
+
+
+def _suites_dir(config: UIConfig) -> Path:
+    from labcoat import evals
+
+    return Path(config.suites) if config.suites else evals.suites_dir()
+
+
+def _suite_data(config: UIConfig, name: str) -> dict[str, Any]:
+    """A suite of the suites directory by name (never a path: the URL names no file)."""
+    from labcoat import evals
+
+    directory = _suites_dir(config)
+    found = {p.stem: p for p in evals.list_suites(directory)}
+    if name not in found:
+        raise NotFound(f"no regression suite {name!r} in {directory} (suites: "
+                       f"{_choices(sorted(found))}); see /regression")
+    return _regression_page.suite_data(evals.load_regression_suite(found[name]))
 
 
 def _find(s: Session, name: str) -> Experiment:

@@ -22,6 +22,7 @@ T = TypeVar("T")
 
 def fingerprint(experiment: Experiment) -> tuple[Any, ...]:
     return (experiment.id, experiment.design_hash, str(experiment.analysis_plan),
+            _why_stamp(experiment.name),  # `labcoat inside` saved new results
             tuple((t.id, t.status, tuple((a.id, a.journal_offset, a.stdout_offset,
                                           a.stderr_offset, a.ended_at) for a in t.attempts))
                   for t in experiment.trials))
@@ -49,3 +50,13 @@ class PageCache:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         return value
+
+
+def _why_stamp(name: str) -> int | None:
+    """When `labcoat inside` last saved this experiment's why section (None: never)."""
+    from labcoat.analysis import why_path
+
+    try:
+        return why_path(name).stat().st_mtime_ns
+    except OSError:
+        return None

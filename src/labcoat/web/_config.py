@@ -19,6 +19,8 @@ class UIConfig:
         the first visit sets); generated when the host is not loopback and none is given.
     database: store URL (default: LABCOAT_DB / LABCOAT_HOME, as every verb).
     refresh: seconds between reloads of a page whose experiment is running.
+    suites: directory of regression suites for /regression (default: $LABCOAT_HOME/suites,
+        where `labcoat evals harvest --name` writes them).
     """
 
     host: str = "127.0.0.1"
@@ -26,6 +28,7 @@ class UIConfig:
     token: str | None = None
     database: str | None = None
     refresh: int = 5
+    suites: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -57,12 +57,15 @@ def experiments_page(rows: list[dict[str, Any]]) -> str:
              "status</th><th>done</th><th>failed</th><th class='text'>verdicts</th>"
              f"<th class='text'>created (UTC)</th></tr>{body}</table>")
     return document("labcoat: experiments", "<header><h1>Experiments</h1><p class='muted'>"
-                    "labcoat dashboard (read-only); <a href='/ledger'>prediction ledger</a>"
+                    "labcoat dashboard (read-only); <a href='/ledger'>prediction ledger</a>; "
+                    "<a href='/regression'>regression suites</a>"
                     "</p></header>" + table + compare)
 
 
 def trial_page(experiment: str, trial: dict[str, Any], plots: list[str],
-               checkpoints: list[dict[str, Any]], logs: list[str], refresh: int | None) -> str:
+               checkpoints: list[dict[str, Any]], logs: list[str], refresh: int | None, *,
+               phase_plot: str = "") -> str:
+    """phase_plot: the trial's step time by phase (report.phase_plot's div), if timed."""
     back = (f"<p class='noprint'><a href='{experiment_href(experiment)}'>&larr; experiment "
             f"{escape(experiment)}</a></p>")
     params = ", ".join(f"{escape(str(k))}={escape(str(v))}" for k, v in trial["params"].items())
@@ -88,6 +91,7 @@ def trial_page(experiment: str, trial: dict[str, Any], plots: list[str],
         f"{'deleted' if c['deleted'] else 'kept'}</td><td class='text'><code>"
         f"{escape(c['path'])}</code></td></tr>" for c in checkpoints)
     body = (back + head + "<h2>Curves</h2>" + curves
+            + (f"<h2 id='phases'>Step time by phase</h2>{phase_plot}" if phase_plot else "")
             + "<h2>Alerts</h2>" + (f"<table><tr><th>step</th><th class='text'>severity</th>"
                                   f"<th class='text'>rule</th><th class='text'>message</th></tr>"
                                   f"{alerts}</table>" if alerts else "<p>no guard alerts.</p>")

@@ -8,6 +8,9 @@ initialization, data order and dropout. Use it from Python::
     result = train(Config(steps=300, warmup=50, seed=1))
     result.exact_match, result.accuracy["sort"]
 
+``INSIDE`` is its side of `labcoat inside` (model from a trial's settings, eval items,
+the answer's log probability per item).
+
 or from the shell (reports through the labcoat SDK)::
 
     python -m labcoat.workloads.tinylm --warmup 100 --seed 1
@@ -27,6 +30,18 @@ bit-identical to an uninterrupted one, having logged the same values.
 """
 
 from labcoat.workloads.tinylm._faults import FAULTS, HELD_OUT_FAULTS, Fault
+from labcoat.workloads.tinylm._fresh import (
+    KNOBS,
+    FreshExample,
+    LeakConfig,
+    fresh_examples,
+    fresh_suite,
+    fresh_twins,
+    knobs_of,
+    leaked_run,
+    regenerate,
+)
+from labcoat.workloads.tinylm._inside import INSIDE
 from labcoat.workloads.tinylm._model import TinyLM
 from labcoat.workloads.tinylm._mup import coord_check
 from labcoat.workloads.tinylm._suite import TOKENIZER, eval_suite
@@ -58,19 +73,25 @@ from labcoat.workloads.tinylm._train import (
     masked_loss,
     train,
 )
+from labcoat.workloads.tinylm._training_data import TRAINING_DATA
 
 __all__ = [
     "EVAL_SEED",
     "FAULTS",
     "HELD_OUT_FAULTS",
+    "KNOBS",
+    "INSIDE",
     "MAX_LEN",
     "TASKS",
     "TOKENIZER",
+    "TRAINING_DATA",
     "VOCAB",
     "Config",
     "EvalSet",
     "Example",
     "Fault",
+    "FreshExample",
+    "LeakConfig",
     "TinyLM",
     "TrainResult",
     "TrainStream",
@@ -84,11 +105,17 @@ __all__ = [
     "eval_suite",
     "evaluate",
     "exact_match",
+    "fresh_examples",
+    "fresh_suite",
+    "fresh_twins",
     "greedy_decode",
     "guard_options",
     "is_balanced",
+    "knobs_of",
+    "leaked_run",
     "learning_rate",
     "make_eval_set",
     "masked_loss",
+    "regenerate",
     "train",
 ]

@@ -41,6 +41,8 @@ from labcoat.workloads.tinylm._faults import (
     FAULTS,
     HELD_OUT_FAULTS,
     RANK_FAULTS,
+    SIZE_FAULTS,
+    SLOW_FAULTS,
     Fault,
 )
 from labcoat.workloads.tinylm._tasks import TASKS
@@ -58,6 +60,8 @@ _HELP = {
     "dropout": "dropout probability (embeddings, attention, residual branches)",
     "steps": "optimizer steps",
     "batch_size": "examples per step",
+    "accumulation": "micro-batches per step (gradient accumulation; must divide --batch-size)",
+    "seq_len": "training rows are cut to this many tokens (evaluation rows are not)",
     "lr": "peak learning rate (AdamW)",
     "warmup": "linear warmup steps from 0 to --lr (0: no warmup)",
     "schedule": "after warmup: hold --lr, or cosine-decay it to --min-lr-ratio x --lr",
@@ -128,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "$LABCOAT_GUARD_REFERENCE if set")
     guard.add_argument("--guard-check-every", type=int, default=None, metavar="N",
                        help="run the periodic checks every N steps; None: the guard's default")
+    guard.add_argument("--guard-causal-every", type=int, default=None, metavar="N",
+                       help="probe causality every N steps, a multiple of the check cadence; "
+                            "None: the guard's default (about every 100 steps)")
     guard.add_argument("--guard-recompute-every", type=int, default=0, metavar="N",
                        help="recompute every N-th step's gradients and compare bit for bit "
                             "(silent data corruption; 0: off)")
@@ -135,9 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--fault", choices=ALL_FAULTS, metavar="NAME",
                         help="switch on a silent bug: " + ", ".join(FAULTS) + "; held out "
                              "(written after the guard's rules): " + ", ".join(HELD_OUT_FAULTS)
-                             + "; with several ranks (torchrun) also " + ", ".join(RANK_FAULTS))
+                             + "; with several ranks (torchrun) also " + ", ".join(RANK_FAULTS)
+                             + "; only above some size (for labcoat shrink): "
+                             + ", ".join(SIZE_FAULTS) + "; only slower (for the slow-step "
+                             "alarm): " + ", ".join(SLOW_FAULTS))
     faults.add_argument("--fault-step", type=int, default=1, metavar="K",
                         help="the optimizer step at which the fault starts")
+    faults.add_argument("--fault-at", type=float, default=None, metavar="F",
+                        help="start the fault at this fraction of --steps instead (0 < F <= 1; "
+                             "the step is round(F x steps), at least 1): it stays at the same "
+                             "point of training when --steps changes")
     return parser
 
 
@@ -153,6 +167,8 @@ def guard_from_args(args: argparse.Namespace) -> dict[str, Any] | bool:
         options["reference_path"] = args.guard_reference
     if args.guard_check_every is not None:
         options["check_every"] = args.guard_check_every
+    if args.guard_causal_every is not None:
+        options["causal_every"] = args.guard_causal_every
     return options
 
 
@@ -163,6 +179,16 @@ def config_from_args(args: argparse.Namespace) -> Config:
                   eval_subset=args.eval_subset)
 
 
+def fault_step(args: argparse.Namespace, cfg: Config) -> int:
+    """--fault-step, or --fault-at's fraction of the run's steps."""
+    if args.fault_at is None:
+        return args.fault_step
+    if not 0 < args.fault_at <= 1:
+        raise LabcoatError(f"--fault-at {args.fault_at} must be a fraction of --steps in (0, 1], "
+                           "e.g. 0.5")
+    return max(1, round(args.fault_at * cfg.steps))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -170,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.checkpoint_every < 0:
             raise LabcoatError(f"--checkpoint-every {args.checkpoint_every} must be >= 0 "
                                "(0: let the measured cost and failure rate decide)")
-        fault = Fault(args.fault, args.fault_step) if args.fault else None
+        fault = Fault(args.fault, fault_step(args, cfg)) if args.fault else None
         guard = guard_from_args(args)
     except LabcoatError as err:
         print(f"tinylm: error: {err}", file=sys.stderr)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import math
 import random
 import time
@@ -50,7 +51,7 @@ import torch.nn.functional as F
 from labcoat.errors import LabcoatError
 from labcoat.evals import EvalEngine, EvalResult, InTrainingEval, load_subset_file
 from labcoat.sdk import Run
-from labcoat.torch import Alert, Checkpointer, Guard, GuardConfig, watch
+from labcoat.torch import Alert, Checkpointer, Guard, GuardConfig, time_phases, watch
 from labcoat.workloads.tinylm._distributed import Group, data_parallel
 from labcoat.workloads.tinylm._faults import Fault, Injector, check_dropout
 from labcoat.workloads.tinylm._model import TinyLM
@@ -97,6 +98,10 @@ class Config:
     # optimization
     steps: int = 3000  # optimizer steps
     batch_size: int = 64  # examples per step
+    # micro-batches per step: the batch is split in this many parts, each backward adds its
+    # share of the loss (1: one forward and backward per step, as before)
+    accumulation: int = 1
+    seq_len: int = MAX_LEN  # training rows are cut to this many tokens (evaluation is not)
     lr: float = 2e-2  # peak learning rate (AdamW)
     warmup: int = 0  # linear warmup steps from 0 to lr
     schedule: Literal["constant", "cosine"] = "cosine"  # after warmup: hold lr, or cosine decay
@@ -134,6 +139,11 @@ class Config:
         for name in ("width", "depth", "heads", "steps", "batch_size", "eval_items"):
             if getattr(self, name) < 1:
                 yield f"{name}={getattr(self, name)} must be >= 1"
+        if self.accumulation < 1 or self.batch_size % max(self.accumulation, 1):
+            yield (f"accumulation={self.accumulation} must be >= 1 and divide "
+                   f"batch_size={self.batch_size}")
+        if not 2 <= self.seq_len <= MAX_LEN:
+            yield f"seq_len={self.seq_len} must be between 2 and {MAX_LEN}"
         if self.width % max(self.heads, 1):
             yield f"width={self.width} must be divisible by heads={self.heads}"
         if not 0 <= self.warmup <= self.steps:
@@ -192,6 +202,7 @@ class TrainResult:
         fixed eval subset; see `Config.eval_budget`).
     alerts: what the guard reported (empty without a guard).
     profile: the guard's learned profile of this run (None without a guard).
+    phases: (step, {phase: seconds}) of the last steps (`labcoat.torch.time_phases`).
     """
 
     config: Config
@@ -205,6 +216,7 @@ class TrainResult:
     seconds: float
     alerts: list[Alert] = field(default_factory=list)
     profile: dict[str, Any] | None = None
+    phases: list[tuple[int, dict[str, float]]] = field(default_factory=list)
 
 
 def learning_rate(step: int, cfg: Config) -> float:
@@ -375,12 +387,14 @@ def train(cfg: Config, run: Run | None = None, *,
           echo: Callable[[str], None] | None = None,
           checkpointer: Checkpointer | None = None,
           guard: bool | Mapping[str, Any] | GuardConfig = False,
-          fault: Fault | None = None) -> TrainResult:
+          fault: Fault | None = None,
+          phases: bool = True) -> TrainResult:
     """Train a TinyLM on the task mixture and evaluate it on the fixed held-out set.
 
     run: where to report (None: no logging). Logged per step: ``loss``,
-        ``lr``; at every eval (each `eval_every` steps on the fixed eval subset,
-        and the last step on every item): ``exact_match`` (macro mean),
+        ``lr``; at step 1 also ``params`` (the parameter count); at every eval
+        (each `eval_every` steps on the fixed eval subset, and the last step on
+        every item): ``exact_match`` (macro mean),
         ``exact_match/<task>``, ``eval/items`` and per-item scores via
         ``run.log_items``; the ``eval.subset`` and ``eval.budget`` events (see
         `labcoat.evals.InTrainingEval`). Steps count optimizer updates, 1..steps.
@@ -397,6 +411,9 @@ def train(cfg: Config, run: Run | None = None, *,
         add or override, or a complete GuardConfig. The guard is closed at the
         end (its profile logged); with ``stop_on`` it may raise GuardStop.
     fault: a silent bug to switch on (see `_faults`), for testing the guard.
+    phases: time every step by phase (`labcoat.torch.time_phases`: data, forward,
+        backward, optimizer, comm, eval, checkpoint), one ``phases`` record per step
+        in `run`'s journal and in the result's ``phases``.
     """
     started = time.perf_counter()
     check_dropout(fault, cfg.dropout)
@@ -406,6 +423,7 @@ def train(cfg: Config, run: Run | None = None, *,
           data_parallel(cfg.batch_size) as dp):
         model = build_model(cfg)
         optimizer = build_optimizer(model, cfg)
+        n_params = sum(p.numel() for p in model.parameters())
         torch.manual_seed(cfg.seed_for("dropout"))  # dropout is the only global-RNG consumer
         # Everything train() returns besides the model, so a resumed run returns it whole.
         progress: dict[str, Any] = {"losses": [], "history": {}}
@@ -421,8 +439,14 @@ def train(cfg: Config, run: Run | None = None, *,
         scores: dict[str, torch.Tensor] = {}
         report_every = max(1, cfg.steps // 10)
         model.train()
-        faults = Injector(fault, model, optimizer, eval_set, stream, len(VOCAB))
+        faults = Injector(fault, model, optimizer, eval_set, stream, len(VOCAB),
+                          accumulation=cfg.accumulation)
         watcher = _watch(guard, cfg, model, optimizer, run, eval_set, start_step=first - 1)
+        timer = (time_phases(dp.net(model), optimizer, run=run, start_step=first - 1)
+                 if phases else None)
+        phase = timer.phase if timer is not None else _no_phase
+        batches = _batches(stream, cfg, faults, dp, first)
+        batches = timer.loader(batches) if timer is not None else batches
         evaluator = InTrainingEval(
             EvalEngine(model, TOKENIZER, eval_suite(eval_set)), run, every=cfg.eval_every,
             total_steps=cfg.steps, budget=cfg.eval_budget, start_step=first - 1,
@@ -431,15 +455,18 @@ def train(cfg: Config, run: Run | None = None, *,
         try:
             for step in range(first, cfg.steps + 1):
                 lr = learning_rate(step, cfg)
-                loss, work = _train_step(model, optimizer, stream, cfg, lr, step, faults,
-                                          watcher, dp=dp)
+                loss, work = _train_step(model, optimizer, batches, cfg, lr, step, faults,
+                                          watcher, dp=dp, phase=phase)
                 losses.append(loss)
                 if run is not None:
-                    run.log(step, loss=loss, lr=lr)
+                    # the parameter count once, at step 1 (shrink's cost ratio reads it)
+                    size = {"params": float(n_params)} if step == 1 else {}
+                    run.log(step, loss=loss, lr=lr, **size)
                     run.log_work(step, work)
                 if evaluator.due(step):
-                    result = evaluator.after_step(
-                        step, eval_mode=_eval_mode(model, faults.evaluation_mode(step)))
+                    with phase("eval"):
+                        result = evaluator.after_step(
+                            step, eval_mode=_eval_mode(model, faults.evaluation_mode(step)))
                     progress["eval_subset"] = evaluator.subset_size
                     history[step] = result.macro
                     scores = _scores_by_task(result) if step == cfg.steps else scores
@@ -449,12 +476,15 @@ def train(cfg: Config, run: Run | None = None, *,
                          f"({time.perf_counter() - started:.1f}s)")
                 if (checkpointer is not None and checkpointer.should_save(step)
                         and dp.rank == 0):  # rank 0 saves, every rank restores
-                    checkpointer.save(step)
+                    with phase("checkpoint"):
+                        checkpointer.save(step)
             if not scores:  # resumed from a checkpoint of the last step: evaluate it again
                 result = evaluator.after_step(cfg.steps)
                 scores = _scores_by_task(result)
                 history[cfg.steps] = result.macro
         finally:
+            if timer is not None:
+                timer.close()
             if watcher is not None:
                 watcher.close()
     accuracy = {task: s.sum().item() / len(s) for task, s in scores.items()}
@@ -464,6 +494,7 @@ def train(cfg: Config, run: Run | None = None, *,
         losses=losses, history=history, seconds=time.perf_counter() - started,
         alerts=list(watcher.alerts) if watcher else [],
         profile=watcher.profile() if watcher and watcher.learns and watcher.steps_seen else None,
+        phases=list(timer.records) if timer is not None else [],
     )
 
 
@@ -512,9 +543,23 @@ def _global_rngs_kept() -> Iterator[None]:
         np.random.set_state(numpy_state)
 
 
-def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainStream,
+def _batches(stream: TrainStream, cfg: Config, faults: Injector, dp: Group,
+             first: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """This rank's batch of each step from `first` on (the phase timer times its next())."""
+    for step in itertools.count(first):
+        yield dp.shard(*faults.batch(step, *stream.batch(cfg.batch_size)))
+
+
+@contextlib.contextmanager
+def _no_phase(name: str) -> Iterator[None]:
+    yield
+
+
+def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer,
+                batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
                 cfg: Config, lr: float, step: int, faults: Injector,
-                guard: Guard | None, *, dp: Group
+                guard: Guard | None, *, dp: Group,
+                phase: Callable[[str], contextlib.AbstractContextManager[None]] = _no_phase,
                 ) -> tuple[float, float]:
     """One optimizer update at learning rate `lr`; returns the batch loss (the mean over
     ranks) and this rank's own work time (data and forward, before any gradient sync).
@@ -526,26 +571,59 @@ def _train_step(model: TinyLM, optimizer: torch.optim.Optimizer, stream: TrainSt
     rank's shard of the batch.
     """
     started = time.perf_counter()
-    inputs, labels = dp.shard(*faults.batch(step, *stream.batch(cfg.batch_size)))
+    inputs, labels = next(batches)
+    if inputs.shape[1] > cfg.seq_len:
+        inputs, labels = inputs[:, :cfg.seq_len], labels[:, :cfg.seq_len]
     if faults.sets_lr(step):
         for g, group in enumerate(optimizer.param_groups):  # muP: per-group multipliers
             group["lr"] = lr * group.get("lr_scale", 1.0) * faults.lr_factor(step, g)
     faults.before_forward(step)
-    loss = masked_loss(dp.net(model)(inputs), labels)
-    work = time.perf_counter() - started
-    if guard is not None:
-        guard.record(batch=(inputs, labels))
-    if faults.zeroes_grad(step):
-        optimizer.zero_grad(set_to_none=True)
-    scale = faults.loss_scale(step)
-    (loss * scale if scale != 1 else loss).backward()
+    if cfg.accumulation > 1:
+        loss, work = _accumulate(model, optimizer, inputs, labels, cfg.accumulation, step,
+                                 faults, guard, dp=dp)
+        work = time.perf_counter() - started - work
+    else:
+        loss = masked_loss(dp.net(model)(inputs), labels)
+        work = time.perf_counter() - started
+        if guard is not None:
+            guard.record(batch=(inputs, labels))
+        if faults.zeroes_grad(step):
+            optimizer.zero_grad(set_to_none=True)
+        scale = faults.loss_scale(step)
+        (loss * scale if scale != 1 else loss).backward()
     if cfg.grad_clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     faults.after_backward(step)
     if faults.steps_optimizer(step):
         optimizer.step()
         faults.after_step(step)
-    value = dp.mean(loss.item())
+    with phase("comm") if dp.distributed else contextlib.nullcontext():  # ranks wait here
+        value = dp.mean(loss.item())
     if guard is not None:
         guard.record(loss=value)
     return value, work
+
+
+def _accumulate(model: TinyLM, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
+                labels: torch.Tensor, parts: int, step: int, faults: Injector,
+                guard: Guard | None, *, dp: Group) -> tuple[torch.Tensor, float]:
+    """Forward and backward over `parts` micro-batches, each adding loss/parts to the
+    gradients; returns the summed loss and the seconds spent in backward (not work).
+
+    The loss is the mean of the micro-batches' masked means (equal to the batch's masked
+    mean only when every micro-batch has as many target tokens).
+    """
+    if faults.zeroes_grad(step):
+        optimizer.zero_grad(set_to_none=True)
+    scale = faults.loss_scale(step)
+    total = torch.zeros(())
+    backward = 0.0
+    for x, y in zip(inputs.chunk(parts), labels.chunk(parts), strict=True):
+        loss = masked_loss(dp.net(model)(x), y) / parts
+        if guard is not None:
+            guard.record(batch=(x, y))
+        started = time.perf_counter()
+        (loss * scale if scale != 1 else loss).backward()
+        backward += time.perf_counter() - started
+        total = total + loss.detach()
+    return total, backward

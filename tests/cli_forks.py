@@ -1,0 +1,132 @@
+"""`labcoat ARGS` as a real process, forked from a server that has already imported the
+heavy third-party libraries (scipy.stats, SQLAlchemy, pydantic, plotly): each call skips
+the ~1-1.5 s of imports a fresh `python -m labcoat.cli` pays, which the suite's ~1,000
+CLI calls otherwise spend.
+
+The child is its own process, as `subprocess.run` would start: its own pid, working
+directory, environment (the caller's, copied), stdin from /dev/null, stdout and stderr to
+files, exit code from `sys.exit`, and `python -m labcoat.cli`'s `sys.argv`, `__main__`
+and `sys.path[0]` (the working directory). labcoat itself, typer and rich are imported
+in the child, after its environment is set (they read it at import or at Console()).
+torch is never preloaded (its threads and fork do not mix).
+
+Run as a script, this is the server: one JSON request per line on stdin
+({"args", "env", "cwd", "out", "err", "timeout"}), one JSON reply per line on stdout
+({"code"} or {"timeout": true}), one request at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+PRELOAD = ("numpy", "scipy.stats", "scipy.optimize", "sqlalchemy", "sqlalchemy.orm",
+           "pydantic", "yaml", "alembic", "plotly.graph_objects", "statsmodels.api")
+
+
+def _child(request: dict, replies: int) -> None:
+    """In the forked child: become `python -m labcoat.cli ARGS`; never returns."""
+    code = 1
+    try:
+        os.close(replies)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for fd, target in ((null, 0), (out, 1), (err, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = open(0, closefd=False)  # not the server's buffered requests
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:1] = [os.getcwd(), *[p for p in extra if p not in sys.path]]
+        import runpy
+
+        sys.argv = ["labcoat", *request["args"]]
+        runpy.run_module("labcoat.cli", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, int | None):
+            print(e.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # an uncaught exception: its traceback, exit 1, as python does
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _wait(pid: int, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return {"code": os.waitstatus_to_exitcode(status)}
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return {"timeout": True}
+        time.sleep(0.005)
+
+
+def serve() -> None:
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an extra not installed: the child imports what it needs
+            pass
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing else may write into the replies
+    replies.write("ready\n")
+    replies.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request, replies.fileno())
+        replies.write(json.dumps(_wait(pid, request["timeout"])) + "\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    serve()
+
+
+class Server:
+    """One server per test process, started on first use (`run`)."""
+
+    def __init__(self) -> None:
+        import subprocess
+
+        self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+        if self.process.stdout.readline() != "ready\n":
+            raise RuntimeError("the CLI fork server did not start")
+
+    def run(self, args: list[str], cwd: str, timeout: float, scratch: str) -> dict:
+        request = {"args": args, "env": dict(os.environ), "cwd": cwd, "timeout": timeout,
+                   "out": os.path.join(scratch, "out"), "err": os.path.join(scratch, "err")}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        with open(request["out"], encoding="utf-8", errors="replace") as out, \
+                open(request["err"], encoding="utf-8", errors="replace") as err:
+            return {**reply, "stdout": out.read(), "stderr": err.read()}
