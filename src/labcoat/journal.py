@@ -20,7 +20,9 @@ Record kinds (format version 1):
     {"kind": "phases", "time", "step", "s": {phase: seconds}, "rank"?}   one per step
 `phases` is a step's time by phase (`STEP_PHASES` below, or a user's `run.phase` name), written
 by `labcoat.torch.time_phases` (or by the SDK for `run.phase` alone): one record per step,
-so timing stays cheap; `total` in it is the step's wall time, `other` what no phase took.
+so timing stays cheap; `total` in it is the step's wall time, `other` what no phase took,
+and `cpu_wait` (Linux) the time the training thread waited for a CPU during the step: not a
+phase, the machine's share of the step's time.
 Multi-rank trials (``ranks: N``) write one journal per rank: rank 0 the usual
 ``journal.jsonl``, rank r > 0 ``journal-rank<r>.jsonl`` beside it (`rank_journal`).
 """
@@ -48,6 +50,9 @@ KINDS = (START, LOG, ITEMS, EVENT, HEARTBEAT, FINISH, STEP, PHASES)
 # is a symptom of another rank's slow compute, never a cause by itself.
 STEP_PHASES = ("data", "forward", "backward", "optimizer", "comm", "eval", "checkpoint", "other")
 WAIT_PHASES = ("comm",)
+# Not a phase: a step's time on a run queue (other processes held the CPUs), read from Linux
+# schedstat; it overlaps the phases, and it tells a busy machine from a slower run.
+CPU_WAIT = "cpu_wait"
 PHASE_POINTS = "phase_s/"  # phases records in the store: metric points phase_s/<phase>/rank<r>
 
 # Event levels, lowest first.

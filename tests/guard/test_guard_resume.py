@@ -45,7 +45,10 @@ def test_a_fit_converged_to_float_precision_is_not_a_lost_update() -> None:
     assert not torch.equal(weight, model.weight)
     stuck = model.weight.detach().clone()
     regression(range(42), model, opt, guard)
-    assert torch.equal(stuck, model.weight)
+    # stopped to float32's resolution: each weight sits still or steps between neighbours
+    # of 1.0 (which, depends on the CPU's kernels: one ulp apart on some machines)
+    assert torch.allclose(stuck, model.weight, rtol=0, atol=2 * torch.finfo(torch.float32).eps)
+    assert not guard.alerts, guard.alerts
 
 
 def test_a_tiny_lr_late_in_a_healthy_run_is_still_a_lost_update() -> None:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from labcoat.stats import SlowStepRule, bernoulli_cusum, detect_shift, slow_steps
+from labcoat.stats import SlowStepRule, bernoulli_cusum, busy_rise, detect_shift, slow_steps
 
 
 def _brute_cusum(exceeded, p0, p1):
@@ -96,6 +96,44 @@ def test_two_ranks_the_slow_ranks_compute_is_named_and_the_others_wait_explained
     waits = [a for a in alarms if a.waits_for is not None]
     assert [(a.phase, a.rank, a.waits_for) for a in waits] == [("comm", 0, 1)]
     assert "forward +1" in causes[0].message() and "on rank 1 from step" in causes[0].message()
+
+
+def test_a_slowdown_the_wait_for_a_cpu_explains_is_the_machines_not_a_cause():
+    """Other processes take the cores from step 200: forward and backward get 6 ms slower
+    for real, and the thread's run-queue wait rises by their sum; a data loader that gets
+    slower at the same time (a sleep: no wait for a CPU in it) stays a cause."""
+    rng = np.random.default_rng(4)
+    n = 400
+    times = {0: {p: dict(enumerate(_busy_machine(n, rng), 1))
+                 for p in ("data", "forward", "backward", "optimizer")}}
+    times[0]["cpu_wait"] = dict(enumerate(rng.uniform(0, 0.2e-3, n), 1))
+    for s in range(200, n + 1):
+        times[0]["forward"][s] += 6e-3
+        times[0]["backward"][s] += 6e-3
+        times[0]["cpu_wait"][s] += 12e-3
+        times[0]["data"][s] += 15e-3 if s >= 300 else 0.0
+    alarms = slow_steps(times, busy="cpu_wait")
+    assert [(a.phase, a.step) for a in alarms if a.cause] == [("data", 300)]
+    busy = [a for a in alarms if not a.cause]  # forward's baseline may be too noisy to judge
+    assert busy and {a.phase for a in busy} <= {"forward", "backward"}
+    assert all(a.busy == pytest.approx(12e-3, abs=1e-3) for a in busy)
+    assert "the machine was busy (this rank waited +12" in busy[0].message()
+    assert "cpu_wait" not in {a.phase for a in alarms}  # not judged itself
+    # without the wait recorded, the same slowdowns are causes
+    del times[0]["cpu_wait"]
+    assert all(a.cause for a in slow_steps(times, busy="cpu_wait"))
+
+
+def test_busy_rise_needs_half_the_slowdown():
+    from labcoat.stats import Shift
+
+    waited = np.r_[np.full(100, 1e-4), np.full(20, 1e-4 + 2.4e-3)]
+    shift = Shift(start=100, detected=119, before=1e-3, after=6e-3)  # +5 ms
+    assert busy_rise(waited, shift) is None  # 2.4 ms of 5: under half, the run's
+    assert busy_rise(waited, shift, SlowStepRule(busy_share=0.4)) == pytest.approx(2.4e-3)
+    waited[100:] += 0.2e-3  # 2.6 ms of 5: the machine's
+    assert busy_rise(waited, shift) == pytest.approx(2.6e-3)
+    assert busy_rise(np.full(120, np.nan), shift) is None  # not measured
 
 
 def test_rule_checks_its_settings():

@@ -10,7 +10,11 @@ completed is journaled later, and close() waits once.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -121,13 +125,61 @@ def test_a_step_journals_one_record_with_named_phases_and_eval_forwards_left_out
     phases = [r for r in records if r["kind"] == "phases"]
     assert [r["step"] for r in phases] == [1, 2, 3]  # one per step, none from run.log
     for r in phases:
-        assert set(r["s"]) == {"data", "forward", "backward", "optimizer", "eval", "comm",
-                               "other", "total"}
+        assert set(r["s"]) - {"cpu_wait"} == {"data", "forward", "backward", "optimizer",
+                                              "eval", "comm", "other", "total"}
         assert r["s"]["eval"] >= 0.003
-        named = sum(v for k, v in r["s"].items() if k != "total")
+        named = sum(v for k, v in r["s"].items() if k not in ("total", "cpu_wait"))
         assert named == pytest.approx(r["s"]["total"], abs=2e-6)  # other is the rest
     assert len(forwards) == 6  # the hook saw both; the timer counted 3 (one per step)
     assert [r["s"]["forward"] < r["s"]["eval"] for r in phases] == [True] * 3
+
+
+class _Spin(nn.Module):
+    """A forward that computes for `seconds` of this thread's own CPU time."""
+
+    seconds = 0.03
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        until = time.thread_time() + self.seconds
+        while time.thread_time() < until:
+            pass
+        return x * self.weight
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(1))
+
+
+@pytest.mark.skipif(not Path("/proc/thread-self/schedstat").exists(),
+                    reason="Linux schedstat only")
+def test_cpu_wait_is_the_steps_time_without_a_cpu():
+    """Pinned to one core with a busy process beside it, a step that only computes spends
+    about half its wall time waiting for the CPU: the record's cpu_wait equals wall time
+    less the thread's own CPU time (time.thread_time, an independent clock) to 15%."""
+    core = min(os.sched_getaffinity(0))
+    affinity = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {core})
+        os.sched_setaffinity(0, {core})
+        model = _Spin()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        cpu = []
+        with time_phases(model, opt) as timer:
+            for _ in range(6):
+                started = time.thread_time()
+                model(torch.ones(1)).sum().backward()
+                opt.step()
+                cpu.append(time.thread_time() - started)
+        records = [s for _, s in timer.records][1:]  # the first step waits for the hog's start
+    finally:
+        os.sched_setaffinity(0, affinity)
+        hog.kill()
+        hog.wait()
+    for seconds, used in zip(records, cpu[1:], strict=False):
+        assert seconds["cpu_wait"] > 0.25 * seconds["total"], seconds  # the hog's share
+        assert seconds["cpu_wait"] == pytest.approx(seconds["total"] - used, rel=0.15)
+        assert seconds["other"] < seconds["total"]  # the wait is not a phase: not summed
 
 
 def test_run_phase_alone_journals_at_the_next_log_and_checks_its_name(tmp_path, monkeypatch):

@@ -25,7 +25,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from labcoat import store
-from labcoat.journal import STEP_PHASES, Events
+from labcoat.journal import CPU_WAIT, STEP_PHASES, Events
 from labcoat.monitor import phase_arrays
 from labcoat.store import Experiment, Trial
 
@@ -55,7 +55,8 @@ def step_phases(session: Session, experiment: Experiment, *, bins: int = BINS,
     if not times:
         return {}
     alarms = _alarms(session, [t.id for t in trials if t.id in times])
-    names = {p for ranks in times.values() for per in ranks.values() for p in per} - {TOTAL}
+    names = ({p for ranks in times.values() for per in ranks.values() for p in per}
+             - {TOTAL, CPU_WAIT})  # the wait for a CPU overlaps the phases: not stacked
     order = [p for p in STEP_PHASES if p in names and p != OTHER]
     order += sorted(names - set(STEP_PHASES)) + ([OTHER] if OTHER in names else [])
     out = []
@@ -102,7 +103,7 @@ def _before_after(ranks: Mapping[int, Mapping[str, Series]], step: int | None,
         return {"before_ms": before, "after_ms": after}
     for rank in sorted(ranks):
         per = ranks[rank]
-        names = [p for p in [*order, TOTAL] if p in per and per[p][0].size]
+        names = [p for p in [*order, TOTAL, CPU_WAIT] if p in per and per[p][0].size]
         before[rank] = {p: _median_ms(per[p][1][per[p][0] < step]) for p in names}
         after[rank] = {p: _median_ms(per[p][1][per[p][0] >= step]) for p in names}
     return {"before_ms": before, "after_ms": after}
@@ -148,7 +149,7 @@ def _alarms(session: Session, trial_ids: list[int]) -> dict[int, list[dict[str, 
         out.setdefault(a.trial_id, []).append({
             "step": a.step, "detected": ev.get("detected"), "rank": ev.get("rank"),
             "phase": ev.get("phase"), "severity": a.severity, "message": a.message,
-            "waits_for": ev.get("waits_for")})
+            "waits_for": ev.get("waits_for"), "busy_s": ev.get("busy_s")})
     return out
 
 

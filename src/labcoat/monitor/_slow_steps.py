@@ -5,7 +5,9 @@ It reads the per-step phase times every rank journals (`labcoat.torch.time_phase
 stored as points ``phase_s/<phase>/rank<r>``) and runs `stats.slow_steps` on them: per
 rank and phase against the rank's own history and against the other ranks. A rank that
 waits at the all-reduce for a slow peer is marked as waiting for it, never named as the
-cause. Each alarm is one alert row (rule ``phase.slow``; a wait's at level info), shown
+cause; a slowdown its own wait for a CPU explains (``cpu_wait``: other processes held the
+cores) is marked as the machine's. Each alarm is one alert row (rule ``phase.slow``; a
+wait's or a busy machine's at level info), shown
 live, by `labcoat status`, the report and the dashboard; goodput counts the time the
 slowdowns cost (`runner`'s "slow steps" line). Trials that time no phases: inert.
 """
@@ -21,7 +23,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from labcoat import stats, store
-from labcoat.journal import PHASE_POINTS, WAIT_PHASES, Events
+from labcoat.journal import CPU_WAIT, PHASE_POINTS, WAIT_PHASES, Events
 from labcoat.store import Attempt, Experiment, Trial
 
 RULE = Events.PHASE_SLOW  # the alert's rule
@@ -65,7 +67,7 @@ def parse_point_name(name: str) -> tuple[str, int] | None:
 
 def find_slow_steps(times: dict[int, dict[str, dict[int, float]]]) -> list[stats.SlowStep]:
     """The alarms of one trial's phase times (rank -> phase -> step -> seconds)."""
-    return stats.slow_steps(times, waits=WAIT_PHASES, totals=TOTALS)
+    return stats.slow_steps(times, waits=WAIT_PHASES, totals=TOTALS, busy=CPU_WAIT)
 
 
 @dataclass
@@ -113,12 +115,12 @@ def alert_row(trial: Trial, attempt: Attempt, alarm: stats.SlowStep, seq: int
     """The alert table's row for one alarm (its evidence is what goodput reads)."""
     return {
         "trial_id": trial.id, "attempt_id": attempt.id, "seq": seq, "step": alarm.step,
-        "rule": RULE, "severity": "info" if alarm.waits_for is not None else "warning",
+        "rule": RULE, "severity": "warning" if alarm.cause else "info",
         "message": alarm.message(),
         "evidence": {"phase": alarm.phase, "rank": alarm.rank, "step": alarm.step,
                      "detected": alarm.detected, "before_s": alarm.before,
                      "after_s": alarm.after, "delta_s": alarm.delta,
                      "against": alarm.against, "wait": alarm.wait,
-                     "waits_for": alarm.waits_for},
+                     "waits_for": alarm.waits_for, "busy_s": alarm.busy},
         "time": time.time(),
     }

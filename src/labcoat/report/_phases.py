@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 from rich.table import Table
 
+from labcoat.journal import CPU_WAIT
+
 ROWS = 40  # terminal table rows (trial x rank) shown, trials with alarms first; HTML: all
 CHARTS = 12  # trials charted; trials with alarms first
 SPARSE = 0.5  # a phase timed in fewer than this share of a rank's steps is footnoted
@@ -59,7 +61,7 @@ def alarm_change(alarm: dict[str, Any]) -> str:
     if rank is None or before is None or after is None:
         return ""
     parts = [f"{name} {_ms(before.get(name))} -> {_ms(after.get(name))} ms"
-             for name in dict.fromkeys([alarm["phase"], "total"]) if name in before]
+             for name in dict.fromkeys([alarm["phase"], "total", CPU_WAIT]) if name in before]
     return f"rank {rank} median before -> from step {alarm['step']}: " + ", ".join(parts)
 
 

@@ -112,7 +112,8 @@ def _slow_steps(trial: Trial, slow: Sequence[Alert]) -> float:
     cost: dict[int, dict[int, float]] = {}  # attempt id -> rank -> seconds
     for alert in slow:
         evidence = alert.evidence or {}
-        if alert.rule != SLOW_STEP_RULE or evidence.get("waits_for") is not None:
+        if (alert.rule != SLOW_STEP_RULE or evidence.get("waits_for") is not None
+                or evidence.get("busy_s") is not None):  # a wait, or the machine's
             continue
         end, start = last.get(alert.attempt_id), evidence.get("step", alert.step)
         delta = float(evidence.get("delta_s") or 0.0)

@@ -52,6 +52,7 @@ from labcoat.stats._change import (
     SlowStep,
     SlowStepRule,
     bernoulli_cusum,
+    busy_rise,
     detect_shift,
     slow_steps,
 )
@@ -186,6 +187,7 @@ __all__ = [
     "SlowStep",
     "SlowStepRule",
     "bernoulli_cusum",
+    "busy_rise",
     "detect_shift",
     "slow_steps",
     "Audit",

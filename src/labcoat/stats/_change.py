@@ -23,7 +23,11 @@ those spikes; so the detector counts exceedances instead of summing sizes:
 `slow_steps` runs this per rank and phase against the rank's own history and against the
 median of the other ranks at the same steps (a rank slower than its peers), and then
 attributes: a slowdown in a wait phase (the gradient all-reduce's wait) that coincides
-with another rank's slowdown in a compute phase is that rank's, not the waiting one's.
+with another rank's slowdown in a compute phase is that rank's, not the waiting one's;
+and a slowdown that the rank's own wait for a CPU explains (the time its training thread
+sat on a run queue while other processes held the cores: `busy`) is the machine's, not
+the run's. On a shared machine that wait is the usual cause of a sustained +2-5 ms on
+a 1 ms phase, which no detector on the phase times alone can tell from a finding.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ class SlowStepRule:
     min_effect_s: the smallest slowdown reported, in seconds per step.
     min_share: ... and as a share of the median step time.
     coincide: steps within which a wait and another rank's compute change coincide.
+    busy_share: a slowdown is the machine's when the rank's wait for a CPU rose by at least
+        this share of it over the same steps.
     """
 
     warmup: int = 20
@@ -60,6 +66,7 @@ class SlowStepRule:
     min_effect_s: float = 0.002
     min_share: float = 0.05
     coincide: int = 30
+    busy_share: float = 0.5
 
     def __post_init__(self) -> None:
         if not 0.5 <= self.quantile < 1:
@@ -148,8 +155,9 @@ def detect_shift(x: Sequence[float] | np.ndarray, *, step_time: float = 0.0,
 class SlowStep:
     """One alarm: `phase` of `rank` got `delta` seconds per step slower from `step`.
 
-    against: "own history" or "other ranks". cause_of: for a compute slowdown, the
-    (rank, phase) waits it explains; waits_for: for a wait, the rank it waited for.
+    against: "own history" or "other ranks". waits_for: for a wait, the rank it waited
+    for. busy: where the rank's wait for a CPU explains the slowdown, by how much that wait
+    rose (seconds per step): the machine was busy, the run is not the cause.
     """
 
     phase: str
@@ -161,10 +169,16 @@ class SlowStep:
     against: str
     wait: bool = False
     waits_for: int | None = None
+    busy: float | None = None
 
     @property
     def delta(self) -> float:
         return self.after - self.before
+
+    @property
+    def cause(self) -> bool:
+        """A slowdown of the run itself: neither a wait for another rank nor the machine's."""
+        return not self.wait and self.busy is None
 
     def message(self) -> str:
         what = f"{self.phase} {_ms(self.delta)}/step on rank {self.rank} from step {self.step}"
@@ -172,6 +186,9 @@ class SlowStep:
                 f"against {self.against}; seen at step {self.detected})")
         if self.waits_for is not None:
             return f"{what}: waiting for rank {self.waits_for} {base}"
+        if self.busy is not None:
+            return (f"{what}: the machine was busy (this rank waited {_ms(self.busy)}/step "
+                    f"more for a CPU) {base}")
         return f"{what} {base}"
 
 
@@ -183,13 +200,14 @@ def _ms(seconds: float, *, sign: bool = True) -> str:
 
 def slow_steps(times: Mapping[int, Mapping[str, Mapping[int, float]]], *,
                waits: Sequence[str] = ("comm",), totals: Sequence[str] = ("total", "other"),
-               rule: SlowStepRule | None = None) -> list[SlowStep]:
+               busy: str | None = None, rule: SlowStepRule | None = None) -> list[SlowStep]:
     """Slow-step alarms of a run: per rank and phase, against the rank's own history and
     against the other ranks; waits explained by another rank's compute are attributed.
 
     times: rank -> phase -> step -> seconds. Phases in `totals` (the step's wall time and
-    the remainder) are not judged: a slow phase shows in them too. Returns one alarm per
-    (rank, phase) at most, the compute causes first, in step order.
+    the remainder) are not judged: a slow phase shows in them too. busy: the name in
+    `times` of each step's wait for a CPU (not judged; an alarm it explains is marked
+    `busy`). Returns one alarm per (rank, phase) at most, the causes first, in step order.
     """
     rule = rule or SlowStepRule()
     steps = sorted({s for phases in times.values() for series in phases.values()
@@ -198,7 +216,7 @@ def slow_steps(times: Mapping[int, Mapping[str, Mapping[int, float]]], *,
         return []
     index = {s: i for i, s in enumerate(steps)}
     ranks = sorted(times)
-    names = sorted({p for phases in times.values() for p in phases} - set(totals))
+    names = sorted({p for phases in times.values() for p in phases} - set(totals) - {busy})
     grid = np.full((len(ranks), len(names), len(steps)), np.nan)
     for r, rank in enumerate(ranks):
         for p, name in enumerate(names):
@@ -207,6 +225,10 @@ def slow_steps(times: Mapping[int, Mapping[str, Mapping[int, float]]], *,
         present = np.isfinite(grid[r]).any(axis=0)  # a step the rank timed: absent phase = 0
         grid[r][:, present] = np.nan_to_num(grid[r][:, present])
     step_time = _median_step(times, ranks, totals)
+    waited = np.full((len(ranks), len(steps)), np.nan)
+    for r, rank in enumerate(ranks):
+        for s, v in (times[rank].get(busy, {}) if busy else {}).items():
+            waited[r, index[s]] = v
     found: dict[tuple[int, str], SlowStep] = {}
     for r, rank in enumerate(ranks):
         for p, name in enumerate(names):
@@ -228,8 +250,28 @@ def slow_steps(times: Mapping[int, Mapping[str, Mapping[int, float]]], *,
             shift, against = min(candidates, key=lambda c: c[0].detected)
             found[(rank, name)] = SlowStep(
                 phase=name, rank=rank, step=steps[shift.start], detected=steps[shift.detected],
-                before=shift.before, after=shift.after, against=against, wait=name in waits)
+                before=shift.before, after=shift.after, against=against, wait=name in waits,
+                busy=busy_rise(waited[r], shift, rule))
     return _attribute(list(found.values()), rule)
+
+
+def busy_rise(waited: np.ndarray, shift: Shift, rule: SlowStepRule | None = None
+              ) -> float | None:
+    """How much the wait for a CPU rose over `shift`'s steps, where it explains at least
+    `rule.busy_share` of the slowdown; else None (or where the wait was not measured).
+
+    waited: (n,) seconds per step the training thread waited on a run queue, aligned with
+    the series `shift` indexes. Before: the median of up to `rule.window` steps before the
+    change point; after: from the change point to the detection, as the shift's own.
+    """
+    rule = rule or SlowStepRule()
+    before = waited[max(rule.warmup, shift.start - rule.window):shift.start]
+    after = waited[shift.start:shift.detected + 1]
+    before, after = before[np.isfinite(before)], after[np.isfinite(after)]
+    if not before.size or not after.size:
+        return None
+    rise = float(np.median(after) - np.median(before))
+    return rise if rise > 0 and rise >= rule.busy_share * shift.delta else None
 
 
 def _median_step(times: Mapping[int, Mapping[str, Mapping[int, float]]], ranks: list[int],
@@ -242,8 +284,8 @@ def _median_step(times: Mapping[int, Mapping[str, Mapping[int, float]]], ranks: 
 def _attribute(alarms: list[SlowStep], rule: SlowStepRule) -> list[SlowStep]:
     """A wait that began within `rule.coincide` steps of another rank's compute slowdown
     is marked as waiting for that rank (kept, but never reported as a cause)."""
-    causes = [a for a in alarms if not a.wait]
-    out = list(causes)
+    causes = [a for a in alarms if a.cause]
+    out = [a for a in alarms if not a.wait]
     for a in alarms:
         if not a.wait:
             continue
@@ -252,4 +294,4 @@ def _attribute(alarms: list[SlowStep], rule: SlowStepRule) -> list[SlowStep]:
             culprit = min(near, key=lambda c: abs(c.step - a.step))
             a = SlowStep(**{**a.__dict__, "waits_for": culprit.rank})
         out.append(a)
-    return sorted(out, key=lambda a: (a.wait, a.step, a.rank, a.phase))
+    return sorted(out, key=lambda a: (not a.cause, a.step, a.rank, a.phase))

@@ -6,10 +6,14 @@ a few microseconds and never waits; a pair's elapsed time is read only once the 
 event has completed (``Event.query()``), so resolving never adds a synchronisation. A
 step whose device phases are still running stays pending and is journaled a few steps
 later; ``close()`` waits once, at the end.
+
+And the time the training thread waited for a CPU (`RunQueue`, Linux): not a clock of the
+step's phases but of the machine's share in them.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -60,6 +64,39 @@ class DeviceClock:
     def recycle(self, marks: list[Mark]) -> None:
         """Completed marks no span reads any more, for reuse (each once)."""
         self._spare += list({id(m): m for m in marks}.values())
+
+
+class RunQueue:
+    """The training thread's time on a run queue: runnable, while other processes held the
+    CPUs (Linux schedstat's run delay, ``/proc/thread-self/schedstat``; about 1 us a read,
+    from a file kept open). A busy machine slows every phase for real; this says by how much.
+
+    Opened on the first read, so in the thread that trains (the hooks run there). Where
+    schedstat is absent (not Linux, or a kernel without it) every read is None.
+    """
+
+    PATH = "/proc/thread-self/schedstat"
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+
+    def wait_ns(self) -> int | None:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.PATH, os.O_RDONLY)
+            except OSError:
+                self._fd = -1
+        if self._fd < 0:
+            return None
+        try:
+            return int(os.pread(self._fd, 64, 0).split()[1])
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def close(self) -> None:
+        if self._fd is not None and self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
 
 
 def host_ns() -> int:

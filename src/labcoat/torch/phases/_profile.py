@@ -32,7 +32,7 @@ import torch
 
 from labcoat import environment
 from labcoat.errors import LabcoatError
-from labcoat.journal import Events
+from labcoat.journal import CPU_WAIT, Events
 from labcoat.sdk import Run
 
 if TYPE_CHECKING:
@@ -169,18 +169,19 @@ class SlowWatch:
     def _check(self, records: Sequence[tuple[int, dict[str, float]]],
                span: int) -> stats.SlowStep | None:
         window = list(itertools.islice(reversed(records), span))[::-1]  # the last `span`
-        names = sorted({n for _, seconds in window for n in seconds} - set(TOTALS))
+        names = sorted({n for _, seconds in window for n in seconds} - {*TOTALS, CPU_WAIT})
         if not names or len(window) <= self.recent + self.rule.min_baseline:
             return None
         x = np.array([[seconds.get(n, 0.0) for n in names] for _, seconds in window])
         step_time = float(np.median([s.get("total", 0.0) for _, s in window]))
+        waited = np.array([s.get(CPU_WAIT, np.nan) for _, s in window])  # a busy machine's
         floor = max(self.rule.min_effect_s, self.rule.min_share * step_time)
         # the screen: only a phase whose last steps sit `floor` above the window's median
         # can be a sustained slowdown; the detector proper judges those alone
         rise = np.median(x[-self.recent:], axis=0) - np.median(x[:-self.recent], axis=0)
         for p in np.flatnonzero(rise >= floor):
             shift = _stats().detect_shift(x[:, p], step_time=step_time, rule=self.rule)
-            if shift is not None:
+            if shift is not None and _stats().busy_rise(waited, shift, self.rule) is None:
                 return _stats().SlowStep(
                     phase=names[p], rank=self.rank, step=window[shift.start][0],
                     detected=window[shift.detected][0], before=shift.before,

@@ -26,7 +26,10 @@ What each phase is, from the hooks the user does not write:
 - eval, checkpoint and any other name: ``run.phase(name)`` blocks;
 - other: the rest of the step's wall time (logging, the loop's own Python);
 - total: the step's wall time, from one step's first data fetch (or training forward) to
-  the next one's.
+  the next one's;
+- cpu_wait (Linux): not a phase but the part of the step the training thread spent
+  waiting for a CPU that other processes held (`_clocks.RunQueue`); the slow-step alarm
+  reads it to tell a busy machine from a slower run.
 
 A step ends when the optimizer's step has run and the next one begins. One ``phases``
 journal record per step (`labcoat.journal`), written then. On CUDA, forward, backward and
@@ -48,8 +51,9 @@ import torch
 from torch import nn
 
 from labcoat.errors import LabcoatError
+from labcoat.journal import CPU_WAIT
 from labcoat.sdk import Run
-from labcoat.torch.phases._clocks import DeviceClock, Mark, device_clock_for, host_ns
+from labcoat.torch.phases._clocks import DeviceClock, Mark, RunQueue, device_clock_for, host_ns
 from labcoat.torch.phases._profile import PhaseMarks, ProfileOnSlow, SlowWatch, profile_setting
 
 KEEP = 4096  # steps kept in memory (timer.records); the journal keeps them all
@@ -82,10 +86,11 @@ class _Local:
 class _Open:
     """The step being timed: host nanoseconds per phase, and device spans on CUDA."""
 
-    __slots__ = ("start", "ns", "spans", "named")
+    __slots__ = ("start", "ns", "spans", "named", "waited")
 
-    def __init__(self, start: int, named: float) -> None:
+    def __init__(self, start: int, named: float, waited: int | None) -> None:
         self.start = start
+        self.waited = waited  # the thread's run-queue wait (ns) when the step began
         self.ns: dict[str, int] = {}
         self.spans: list[tuple[str, Mark, Mark, float]] = []  # (phase, start, end, minus s)
         self.named = named  # run.phase seconds pending when the step began
@@ -132,6 +137,7 @@ class PhaseTimer:
         self._device = (device_clock_for(model) if device is True
                         else device if isinstance(device, DeviceClock) else None)
         self._open: _Open | None = None
+        self._run_queue = RunQueue()
         self._ended = True  # the optimizer stepped: the next fetch or forward starts a step
         self._forward_at: int | Mark | None = None
         self._forward_end: int = 0  # host ns at the end of the last training forward
@@ -182,13 +188,14 @@ class PhaseTimer:
         if self._watch is not None:
             self._watch.ending = True
         if self._open is not None and self._ended:
-            self._end_step(host_ns())
+            self._end_step(host_ns(), self._run_queue.wait_ns())
         if self._device is not None and self._pending:
             self._device.wait([b for _, _, step in self._pending for _, _, b, _ in step.spans])
         self._drain(wait=True)
         if self._watch is not None:
             self._watch.close(self.step)
             self._marks = None
+        self._run_queue.close()
         for handle in self._handles:
             handle.remove()
         if self._loader_class is not None:
@@ -309,18 +316,21 @@ class PhaseTimer:
         return sum(self._phases.phase_seconds.values())
 
     def _begin(self, now: int) -> None:
+        waited = self._run_queue.wait_ns()  # one read: one step's end, the next's start
         if self._open is not None:
-            self._end_step(now)
-        self._open = _Open(now, self._named())
+            self._end_step(now, waited)
+        self._open = _Open(now, self._named(), waited)
         self._ended = False
         self._forward_end = 0
         self._forward_end_mark = None
 
-    def _end_step(self, now: int) -> None:
+    def _end_step(self, now: int, waited: int | None) -> None:
         step, self._open = self._open, None
         assert step is not None
         seconds = {name: ns * 1e-9 for name, ns in step.ns.items()}
         seconds["total"] = (now - step.start) * 1e-9
+        if waited is not None and step.waited is not None:
+            seconds[CPU_WAIT] = (waited - step.waited) * 1e-9
         self._pending.append((self.step, seconds, step))
         self._drain(wait=False)
 
@@ -343,7 +353,8 @@ class PhaseTimer:
     def _write(self, number: int, seconds: dict[str, float]) -> None:
         named = self._phases.phase_seconds
         total = seconds["total"]
-        timed = sum(v for k, v in seconds.items() if k != "total") + sum(named.values())
+        timed = (sum(v for k, v in seconds.items() if k not in ("total", CPU_WAIT))
+                 + sum(named.values()))
         seconds["other"] = max(0.0, total - timed)
         for name, value in named.items():
             seconds[name] = seconds.get(name, 0.0) + value
