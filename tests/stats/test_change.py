@@ -124,6 +124,27 @@ def test_a_slowdown_the_wait_for_a_cpu_explains_is_the_machines_not_a_cause():
     assert all(a.cause for a in slow_steps(times, busy="cpu_wait"))
 
 
+def test_a_busy_spell_does_not_hide_a_later_slowdown_of_the_same_phase():
+    """Steps 100-180: the machine is busy (data +8 ms, the wait for a CPU +9 ms); from step
+    300 the loader sleeps 15 ms. The alarm names the sleep, the run's cause."""
+    rng = np.random.default_rng(5)
+    n = 400
+    times = {0: {"data": dict(enumerate(_busy_machine(n, rng), 1)),
+                 "cpu_wait": dict(enumerate(rng.uniform(0, 0.2e-3, n), 1))}}
+    for s in range(100, 181):
+        times[0]["data"][s] += 8e-3
+        times[0]["cpu_wait"][s] += 9e-3
+    for s in range(300, n + 1):
+        times[0]["data"][s] += 15e-3
+    (alarm,) = slow_steps(times, busy="cpu_wait")
+    assert alarm.cause and 295 <= alarm.step <= 302 and alarm.detected < 320, alarm
+    # the busy spell alone: reported, as the machine's
+    for s in range(300, n + 1):
+        times[0]["data"][s] -= 15e-3
+    (alarm,) = slow_steps(times, busy="cpu_wait")
+    assert not alarm.cause and 95 <= alarm.step <= 102, alarm
+
+
 def test_busy_rise_needs_half_the_slowdown():
     from labcoat.stats import Shift
 

@@ -72,7 +72,7 @@ def find_slow_steps(times: dict[int, dict[str, dict[int, float]]]) -> list[stats
 
 @dataclass
 class _Watch:
-    alerted: set[tuple[int, str]] = field(default_factory=set)
+    alerted: set[tuple[int, str, bool]] = field(default_factory=set)
     checked_at: float = 0.0
 
 
@@ -100,7 +100,7 @@ class SlowSteps:
             return [], None
         new = []
         for alarm in find_slow_steps(times):
-            key = (alarm.rank, alarm.phase)
+            key = (alarm.rank, alarm.phase, alarm.cause)  # a busy spell, then a cause: both
             if key in watch.alerted:
                 continue
             watch.alerted.add(key)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -232,27 +232,49 @@ def slow_steps(times: Mapping[int, Mapping[str, Mapping[int, float]]], *,
     found: dict[tuple[int, str], SlowStep] = {}
     for r, rank in enumerate(ranks):
         for p, name in enumerate(names):
-            candidates = []
-            own = detect_shift(grid[r, p], step_time=step_time, rule=rule)
-            if own is not None:
-                candidates.append((own, "own history"))
+            series = [(grid[r, p], "own history")]
             if len(ranks) > 1:
                 others = np.delete(grid[:, p], r, axis=0)
                 with warnings.catch_warnings():  # steps no other rank timed: NaN, quietly
                     warnings.simplefilter("ignore", RuntimeWarning)
                     peer = np.nanmedian(others, axis=0) if np.isfinite(others).any() else None
                 if peer is not None:
-                    versus = detect_shift(grid[r, p] - peer, step_time=step_time, rule=rule)
-                    if versus is not None:
-                        candidates.append((versus, "other ranks"))
+                    series.append((grid[r, p] - peer, "other ranks"))
+            candidates = [(shift, against, busy_rise(waited[r], shift, rule))
+                          for x, against in series
+                          for shift in [_first_cause(x, waited[r], step_time, rule)]
+                          if shift is not None]
             if not candidates:
                 continue
-            shift, against = min(candidates, key=lambda c: c[0].detected)
+            # the earliest cause; a busy machine's slowdown only where no cause was seen
+            shift, against, busy = min(candidates, key=lambda c: (c[2] is not None,
+                                                                  c[0].detected))
             found[(rank, name)] = SlowStep(
                 phase=name, rank=rank, step=steps[shift.start], detected=steps[shift.detected],
                 before=shift.before, after=shift.after, against=against, wait=name in waits,
-                busy=busy_rise(waited[r], shift, rule))
+                busy=busy)
     return _attribute(list(found.values()), rule)
+
+
+def _first_cause(x: np.ndarray, waited: np.ndarray, step_time: float,
+                 rule: SlowStepRule) -> Shift | None:
+    """The first shift of `x` that the wait for a CPU does not explain, else the first
+    shift (the machine's), else None: a busy spell early in a run does not hide a real
+    slowdown later in the same phase. After a busy shift the search goes on from the step
+    after its detection (no second warmup: the baseline is the steps since)."""
+    first, offset = None, 0
+    while offset < len(x):
+        shift = detect_shift(x[offset:], step_time=step_time,
+                             rule=rule if offset == 0 else replace(rule, warmup=0))
+        if shift is None:
+            return first
+        shift = Shift(start=shift.start + offset, detected=shift.detected + offset,
+                      before=shift.before, after=shift.after)
+        if busy_rise(waited, shift, rule) is None:
+            return shift
+        first = first or shift
+        offset = shift.detected + 1
+    return first
 
 
 def busy_rise(waited: np.ndarray, shift: Shift, rule: SlowStepRule | None = None
