@@ -247,12 +247,12 @@ def slow_steps(times: Mapping[int, Mapping[str, Mapping[int, float]]], *,
             if not candidates:
                 continue
             # the earliest cause; a busy machine's slowdown only where no cause was seen
-            shift, against, busy = min(candidates, key=lambda c: (c[2] is not None,
+            shift, against, rise = min(candidates, key=lambda c: (c[2] is not None,
                                                                   c[0].detected))
             found[(rank, name)] = SlowStep(
                 phase=name, rank=rank, step=steps[shift.start], detected=steps[shift.detected],
                 before=shift.before, after=shift.after, against=against, wait=name in waits,
-                busy=busy)
+                busy=rise)
     return _attribute(list(found.values()), rule)
 
 
