@@ -29,6 +29,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -152,6 +153,30 @@ def interleaved(arms: dict[str, Callable[[], Any]], rounds: int) -> dict[str, Ti
 
 
 # --- environment ---------------------------------------------------------------------------
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_growth(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(seconds, peak resident-set growth in MiB, result) of `fn()`."""
+    base, peak, done = _rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss())
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    start = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - start
+    done.set()
+    watcher.join()
+    return seconds, max(0, max(peak[0], _rss()) - base) / 2**20, result
 
 
 @contextlib.contextmanager

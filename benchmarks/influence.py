@@ -23,11 +23,7 @@ between labcoat and Captum before any time is reported.
 
 from __future__ import annotations
 
-import os
 import tempfile
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,30 +33,6 @@ import torch
 
 from labcoat import inside
 from labcoat.workloads.tinylm import INSIDE, TRAINING_DATA, Config, build_model, train
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def peak_growth(fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    """(seconds, peak resident-set growth in MiB, result) of `fn()`."""
-    base, peak, done = _rss(), [0], threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], _rss())
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=sample, daemon=True)
-    watcher.start()
-    start = time.perf_counter()
-    result = fn()
-    seconds = time.perf_counter() - start
-    done.set()
-    watcher.join()
-    return seconds, max(0, max(peak[0], _rss()) - base) / 2**20, result
 
 
 def main() -> None:
@@ -107,10 +79,10 @@ def main() -> None:
     results: dict[str, Any] = {"params": params, "pool": args.pool, "items": args.items,
                                "checkpoints": len(checkpoints),
                                "chunk_buffer_mib": args.chunk * params * 4 / 2**20}
-    seconds, mib, scores = peak_growth(ours)
+    seconds, mib, scores = bench.peak_growth(ours)
     results["labcoat_tracin"] = {"seconds": seconds, "per_item_s": seconds / args.items,
                                  "peak_mib": mib}
-    seconds, mib, _ = peak_growth(lambda: inside.self_influence(
+    seconds, mib, _ = bench.peak_growth(lambda: inside.self_influence(
         model, checkpoints, TRAINING_DATA.loss, inside.chunks(train_batch, args.chunk)))
     results["labcoat_self_influence"] = {"seconds": seconds, "peak_mib": mib,
                                          "per_example_ms": 1e3 * seconds / args.pool}
@@ -123,7 +95,7 @@ def main() -> None:
     except ImportError:
         results["ekfac"] = "skipped: kronfluence not installed"
     else:
-        seconds, mib, _ = peak_growth(lambda: inside.ekfac(
+        seconds, mib, _ = bench.peak_growth(lambda: inside.ekfac(
             model, checkpoints[-1].state, TRAINING_DATA.loss, train_batch, test,
             batch_size=args.chunk))
         results["ekfac"] = {"seconds": seconds, "per_item_s": seconds / args.items,
@@ -172,7 +144,7 @@ def _captum(model: torch.nn.Module, checkpoints: list, train_batch: tuple, test:
                     batch_size=args.chunk)
                 return tracin.influence(test, show_progress=False).numpy()
 
-        seconds, mib, theirs = peak_growth(query)
+        seconds, mib, theirs = bench.peak_growth(query)
     np.testing.assert_allclose(ours, theirs, rtol=2e-3, atol=1e-5 * float(np.abs(ours).max()))
     return {"seconds": seconds, "per_item_s": seconds / args.items, "peak_mib": mib}
 

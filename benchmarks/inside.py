@@ -22,11 +22,7 @@ Torch runs on `--threads` threads (2: the 60 s target is for 2 cores).
 from __future__ import annotations
 
 import copy
-import os
-import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 import _harness as bench
 import numpy as np
@@ -35,30 +31,6 @@ import torch
 from labcoat import inside
 from labcoat.inside._compare import screen_agreement
 from labcoat.workloads.tinylm import INSIDE, Config, train
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def peak_growth(fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    """(seconds, peak resident-set growth in MiB, result) of `fn()`."""
-    base, peak, done = _rss(), [0], threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], _rss())
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=sample, daemon=True)
-    watcher.start()
-    start = time.perf_counter()
-    result = fn()
-    seconds = time.perf_counter() - start
-    done.set()
-    watcher.join()
-    return seconds, max(0, max(peak[0], _rss()) - base) / 2**20, result
 
 
 def _agreement(result: inside.Comparison) -> dict[str, float]:
@@ -117,7 +89,7 @@ def main() -> None:
         return patching, probes
 
     cpu = time.process_time()
-    seconds, mib, (patching, probes) = peak_growth(whole)
+    seconds, mib, (patching, probes) = bench.peak_growth(whole)
     cpu = time.process_time() - cpu  # on a shared machine: the work, whatever the load
     # the baseline, in the same run: the same comparison with the two-ended screen (1)
     ends = inside.PatchingConfig(reps=args.reps, ig_steps=1)
