@@ -12,7 +12,11 @@ torch is never preloaded (its threads and fork do not mix).
 
 Run as a script, this is the server: one JSON request per line on stdin
 ({"args", "env", "cwd", "out", "err", "timeout"}), one JSON reply per line on stdout
-({"code"} or {"timeout": true}), one request at a time.
+({"code"} or {"timeout": true}), one request at a time. Run with `--socket PATH`, it
+serves `labcoat` commands a shell runs (`shim`, for the docs' examples): each connection
+brings its stdin, stdout and stderr (SCM_RIGHTS) and one JSON line ({"args", "env",
+"cwd"}); a forked manager forks the command, waits and answers {"code"}, so calls may
+overlap (a pipe between two `labcoat` commands).
 """
 
 from __future__ import annotations
@@ -27,18 +31,19 @@ PRELOAD = ("numpy", "scipy.stats", "scipy.optimize", "sqlalchemy", "sqlalchemy.o
            "pydantic", "yaml", "alembic", "plotly.graph_objects", "statsmodels.api")
 
 
-def _child(request: dict, replies: int) -> None:
-    """In the forked child: become `python -m labcoat.cli ARGS`; never returns."""
+def _child(request: dict, replies: int, fds: list[int] | None = None) -> None:
+    """In the forked child: become `python -m labcoat.cli ARGS`, with `fds` as stdin,
+    stdout and stderr (else /dev/null and the request's files); never returns."""
     code = 1
     try:
         os.close(replies)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        null = os.open(os.devnull, os.O_RDONLY)
-        out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        for fd, target in ((null, 0), (out, 1), (err, 2)):
+        fds = fds or [os.open(os.devnull, os.O_RDONLY),
+                      os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+                      os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)]
+        for fd, target in zip(fds, (0, 1, 2), strict=True):
             os.dup2(fd, target)
             os.close(fd)
         sys.stdin = open(0, closefd=False)  # not the server's buffered requests
@@ -85,7 +90,7 @@ def _wait(pid: int, timeout: float) -> dict:
         time.sleep(0.005)
 
 
-def serve() -> None:
+def _preload() -> None:
     import importlib
 
     for name in PRELOAD:
@@ -93,6 +98,10 @@ def serve() -> None:
             importlib.import_module(name)
         except ImportError:  # an extra not installed: the child imports what it needs
             pass
+
+
+def serve() -> None:
+    _preload()
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing else may write into the replies
     replies.write("ready\n")
@@ -106,8 +115,71 @@ def serve() -> None:
         replies.flush()
 
 
+def serve_socket(path: str) -> None:
+    import socket
+
+    _preload()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # managers are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    print("ready", flush=True)
+    while True:
+        connection, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            _manage(connection)
+        connection.close()
+
+
+def _manage(connection) -> None:
+    """One shell's `labcoat ARGS`: fork it with the caller's fds, answer its exit code."""
+    import socket
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+    while not data.endswith(b"\n"):
+        more = connection.recv(1 << 16)
+        if not more:
+            os._exit(1)
+        data += more
+    pid = os.fork()
+    if pid == 0:
+        _child(json.loads(data), connection.fileno(), fds)
+    for fd in fds:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    connection.sendall((json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+    os._exit(0)
+
+
+SHIM = """#!{python} -IS
+# `labcoat ARGS` run by the CLI fork server (tests/cli_forks.py) at $LABCOAT_TEST_CLI_SOCKET
+import json, os, socket, sys
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.connect(os.environ["LABCOAT_TEST_CLI_SOCKET"])
+request = {{"args": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}}
+socket.send_fds(server, [json.dumps(request).encode() + b"\\n"], [0, 1, 2])
+reply = server.makefile().readline()
+code = json.loads(reply)["code"] if reply else 1
+sys.exit(128 - code if code < 0 else code)
+"""
+
+
+def shim(directory: str) -> str:
+    """Write `directory/labcoat`, a command that runs through a `--socket` server."""
+    path = os.path.join(directory, "labcoat")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(SHIM.format(python=sys.executable))
+    os.chmod(path, 0o755)
+    return path
+
+
 if __name__ == "__main__":
-    serve()
+    if sys.argv[1:2] == ["--socket"]:
+        serve_socket(sys.argv[2])
+    else:
+        serve()
 
 
 class Server:

@@ -3,7 +3,9 @@
 Each page is followed as a reader would: its fenced blocks run in order in one
 fresh directory (with LABCOAT_HOME inside it), python blocks in one
 interpreter (a later block sees an earlier block's names), bash blocks with
-the venv's `labcoat` first on PATH. Markers on the line above a block:
+the venv's `labcoat` first on PATH: a shim that runs each call as a process forked from a
+server with the heavy libraries imported (tests/cli_forks.py; the venv's own script with
+LABCOAT_TEST_FORK=0). Markers on the line above a block:
 
     <!-- not-run: why -->      the block is shown, not run (say why)
     <!-- file: PATH -->        the block is a file the reader saves as PATH
@@ -19,6 +21,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,8 +90,31 @@ def test_no_example_run_installs_packages() -> None:
                     f"{page.name}:{block['line']}: mark this block <!-- not-run: ... -->"
 
 
+@pytest.fixture(scope="module")
+def cli_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """PATH (and the socket) for the pages' `labcoat`: the fork server's shim, first."""
+    venv = str(Path(sys.executable).parent)
+    if os.environ.get("LABCOAT_TEST_FORK", "1") == "0":
+        yield {"PATH": f"{venv}{os.pathsep}{os.environ.get('PATH', '')}"}
+        return
+    import cli_forks
+
+    where = tmp_path_factory.mktemp("cli")
+    socket = str(where / "cli.sock")
+    server = subprocess.Popen([sys.executable, cli_forks.__file__, "--socket", socket],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline() == "ready\n", "the CLI fork server did not start"
+        cli_forks.shim(str(where))
+        yield {"PATH": os.pathsep.join([str(where), venv, os.environ.get("PATH", "")]),
+               "LABCOAT_TEST_CLI_SOCKET": socket}
+    finally:
+        server.kill()
+        server.wait()
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if runnable(p)], ids=_page_id)
-def test_examples_run(page: Path, tmp_path: Path) -> None:
+def test_examples_run(page: Path, tmp_path: Path, cli_path: dict[str, str]) -> None:
     missing = missing_modules(page)
     if missing:
         pytest.skip(f"{page.name} needs {', '.join(missing)} (an extra of labcoat)")
@@ -98,10 +124,10 @@ def test_examples_run(page: Path, tmp_path: Path) -> None:
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABCOAT_")}
     env.update(LABCOAT_HOME=str(work / ".labcoat"), EDITOR="true", OMP_NUM_THREADS="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
                GIT_AUTHOR_NAME="docs", GIT_AUTHOR_EMAIL="docs@example.invalid",
                GIT_COMMITTER_NAME="docs", GIT_COMMITTER_EMAIL="docs@example.invalid",
-               GIT_CONFIG_GLOBAL=str(tmp_path / "gitconfig"), PYTHONUNBUFFERED="1")
+               GIT_CONFIG_GLOBAL=str(tmp_path / "gitconfig"), PYTHONUNBUFFERED="1",
+               **cli_path)
     done = subprocess.run([sys.executable, __file__, str(spec)], cwd=work, env=env,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 0, f"{page.name}: an example failed\n{done.stdout[-6000:]}" \
