@@ -55,9 +55,11 @@ CORE_ONLY = {"torch", "plotly", "fastapi", "uvicorn", "ray", "submitit", "psycop
 
 
 def _pip(python: Path, *args: str) -> None:
-    """python -m pip ARGS (pip's cache reused); skip when the package index is unreachable."""
-    done = subprocess.run([str(python), "-m", "pip", *args, "--timeout", "30", "--retries", "1",
-                           "--quiet"], capture_output=True, text=True, timeout=600)
+    """pip ARGS for the venv of `python` (this venv's pip, so the new venv needs no pip of
+    its own, 3 s less; pip's cache reused); skip when the package index is unreachable."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args,
+                           "--timeout", "30", "--retries", "1", "--quiet"],
+                          capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         said = done.stdout + done.stderr
         why = next((line.strip() for line in said.splitlines()
@@ -86,14 +88,16 @@ def test_a_built_wheel_in_a_fresh_venv_without_torch(tmp_path):
     shutil.copytree(ROOT / "src", source / "src",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
     python, bin_dir = venv / "bin" / "python", venv / "bin"
     _pip(python, "wheel", str(source), "--no-deps", "--wheel-dir", str(tmp_path / "dist"))
     wheel = next((tmp_path / "dist").glob("labcoat-*.whl"))
-    _pip(python, "install", str(wheel))
+    _pip(python, "install", "--no-compile", str(wheel))  # compiles only what is imported
 
-    installed = subprocess.run([str(python), "-m", "pip", "list", "--format=json"],
-                               capture_output=True, text=True, check=True).stdout
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "list",
+                                "--format=json"], capture_output=True, text=True,
+                               check=True).stdout
     names = {p["name"].lower() for p in json.loads(installed)}
     assert "labcoat" in names and not names & CORE_ONLY, sorted(names & CORE_ONLY)
 
