@@ -96,8 +96,11 @@ def detection(args: argparse.Namespace) -> None:
                              "options": {**base, "recompute_every": 10},
                              "config": {**config, "seed": 100 + s}})
     started = time.perf_counter()
-    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
-        results = list(pool.map(run_one, jobs))
+    if args.workers == 1:  # in this process: no worker to start (and import torch) first
+        results = [run_one(job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
+            results = list(pool.map(run_one, jobs))
     clean = [r for r in results if r["fault"] is None]
     false_alarms = sum(len(r["alerts"]) for r in clean)
     early = sum(1 for r in results if r["fault"] for a in r["alerts"] if a[0] < r["onset"])
