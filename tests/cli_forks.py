@@ -62,8 +62,13 @@ def _child(request: dict, replies: int, fds: list[int] | None = None) -> None:
         sys.path[:1] = [os.getcwd(), *[p for p in extra if p not in sys.path]]
         import runpy
 
-        sys.argv = ["labcoat", *request["args"]]
-        runpy.run_module("labcoat.cli", run_name="__main__", alter_sys=True)
+        if "script" in request:  # `python SCRIPT ARGS` instead (tests/test_docs.py's pages)
+            sys.argv = [request["script"], *request["args"]]
+            sys.path[0] = os.path.dirname(os.path.abspath(request["script"]))
+            runpy.run_path(request["script"], run_name="__main__")
+        else:
+            sys.argv = ["labcoat", *request["args"]]
+            runpy.run_module("labcoat.cli", run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -186,9 +191,32 @@ def _manage(connection) -> None:
         _child(json.loads(data), connection.fileno(), fds)
     for fd in fds:
         os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    connection.sendall((json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+    reply = _wait(pid, json.loads(data).get("timeout", float("inf")))
+    connection.sendall((json.dumps(reply) + "\n").encode())
     os._exit(0)
+
+
+def run_script(socket_path: str, script: str, args: list[str], cwd: str, env: dict[str, str],
+               timeout: float, out: str, err: str) -> int | None:
+    """`python SCRIPT ARGS` forked by the `--socket` server, stdout and stderr into the files
+    `out` and `err`; its exit code, or None when it ran past `timeout` (it is killed)."""
+    import socket
+
+    request = {"script": script, "args": args, "env": env, "cwd": cwd, "timeout": timeout}
+    write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    fds = [os.open(os.devnull, os.O_RDONLY), os.open(out, write, 0o644), os.open(err, write, 0o644)]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.connect(socket_path)
+            socket.send_fds(server, [json.dumps(request).encode() + b"\n"], fds)
+            for fd in fds:
+                os.close(fd)
+            fds = []
+            reply = json.loads(server.makefile().readline())
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return None if reply.get("timeout") else reply["code"]
 
 
 SHIM = """#!{python} -IS

@@ -128,10 +128,24 @@ def test_examples_run(page: Path, tmp_path: Path, cli_path: dict[str, str]) -> N
                GIT_COMMITTER_NAME="docs", GIT_COMMITTER_EMAIL="docs@example.invalid",
                GIT_CONFIG_GLOBAL=str(tmp_path / "gitconfig"), PYTHONUNBUFFERED="1",
                **cli_path)
-    done = subprocess.run([sys.executable, __file__, str(spec)], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    assert done.returncode == 0, f"{page.name}: an example failed\n{done.stdout[-6000:]}" \
-                                 f"\n{done.stderr[-6000:]}"
+    code, out, err = _run_page_process(spec, work, env)
+    assert code == 0, f"{page.name}: an example failed\n{out[-6000:]}\n{err[-6000:]}"
+
+
+def _run_page_process(spec: Path, work: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    """`python tests/test_docs.py SPEC` in `work`: forked from the CLI server where there is
+    one (its imports done once), else a fresh interpreter."""
+    if "LABCOAT_TEST_CLI_SOCKET" not in env:
+        done = subprocess.run([sys.executable, __file__, str(spec)], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        return done.returncode, done.stdout, done.stderr
+    import cli_forks
+
+    out, err = spec.with_suffix(".out"), spec.with_suffix(".err")
+    code = cli_forks.run_script(env["LABCOAT_TEST_CLI_SOCKET"], __file__, [str(spec)],
+                                str(work), env, RUN_TIMEOUT_S, str(out), str(err))
+    assert code is not None, f"the page ran past {RUN_TIMEOUT_S} s"
+    return code, out.read_text(errors="replace"), err.read_text(errors="replace")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_page_id)
