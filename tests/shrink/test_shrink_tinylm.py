@@ -3,6 +3,7 @@ above its size, and shrinking a failed run finds one of the true minima of a bru
 grid, with no slip, every candidate a trial of EXP-shrink."""
 
 import io
+import itertools
 import json
 
 import pytest
@@ -39,16 +40,32 @@ def test_each_size_bug_appears_only_above_its_size(fault, above, below, rule):
 
 
 LEVELS = {"steps": [8, 4], "depth": [2, 1], "width": [16, 8]}  # baseline (the largest) first
+PARENT = {k: v[0] for k, v in LEVELS.items()}
+
+
+def _fails(steps: int, depth: int, width: int) -> bool:
+    """Brute force, on its own: the run the design's command makes, trained in this process
+    (a trial process would cost ~2.5 s of imports for 8 steps), fails when its first error or
+    critical alert is a critical NaN/Inf, which is what stops the trial (stop_on error)."""
+    from labcoat.workloads.tinylm import Config, Fault, train
+
+    cfg = Config(steps=steps, depth=depth, width=width, heads=2, batch_size=4, eval_items=2,
+                 eval_every=0, threads=1)
+    result = train(cfg, fault=Fault("deep_overflow", max(1, round(0.5 * steps))),
+                   guard={"check_every": 1, "causal_every": 1, "stop_on": None})
+    first = next((a for a in result.alerts if a.severity in ("error", "critical")), None)
+    return first is not None and first.severity == "critical" and \
+        first.rule.startswith("nonfinite.")
 
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    """Every configuration of a small grid, run as one factorial experiment."""
+    """Every configuration of a small grid, brute-forced; and the shrink of the largest's
+    failed trial (beside a shallow arm), run as labcoat runs it."""
     from helpers import shared_home
 
     tmp = tmp_path_factory.mktemp("shrink-tinylm")
     with shared_home(tmp / "home"):
-        factors = "\n".join(f"  {k}: {{levels: {v}}}" for k, v in LEVELS.items())
         path = tmp / "design.yaml"
         path.write_text(f"""name: deep
 hypothesis: {{claim: the deep model overflows, metric: loss, direction: decrease}}
@@ -56,9 +73,8 @@ command: >-
   {{python}} -m labcoat.workloads.tinylm --steps {{steps}} --width {{width}} --depth {{depth}}
   --heads 2 --batch-size 4 --eval-items 2 --eval-every 0 --guard-stop-on error
   --guard-check-every 1 --guard-causal-every 1 --fault deep_overflow --fault-at 0.5
-params: {{steps: 8, depth: 2, width: 16}}
-factors:
-{factors}
+params: {{{", ".join(f"{k}: {v}" for k, v in PARENT.items())}}}
+arms: {{deep: {{control: true}}, shallow: {{params: {{depth: 1}}}}}}
 seeds: [0]
 restart: {{retries: 0}}
 shrink:
@@ -68,28 +84,22 @@ shrink:
         runner.run_design(path, console=Console(file=io.StringIO()), plain=True, parallelism=2)
         db = store.open_store()
         with db.session() as session:
-            experiment = store.find_experiment(session, "deep")
-            outcomes = {}
-            for trial in experiment.trials:
-                alerts = store.alerts(session, [trial.id])
-                critical = [a.rule for a in alerts if a.severity == "critical"]
-                config = tuple(trial.params[k] for k in LEVELS)
-                outcomes[config] = (trial.status, critical[:1])
-            parent = next(t.key for t in experiment.trials
-                          if tuple(t.params[k] for k in LEVELS) == (8, 2, 16))
+            trials = {t.arm: t for t in store.find_experiment(session, "deep").trials}
+            assert trials["deep"].status == "failed"
+            assert {k: trials["deep"].params[k] for k in PARENT} == PARENT
+            assert trials["shallow"].status == "done"
+            key = trials["deep"].key
         db.close()
-        result = shrink.shrink_trial(f"deep/{parent}", out=tmp / "min.yaml")
+        outcomes = {config: _fails(*config) for config in itertools.product(*LEVELS.values())}
+        result = shrink.shrink_trial(f"deep/{key}", out=tmp / "min.yaml")
         yield outcomes, result, tmp / "home"
 
 
-@pytest.mark.slow  # 4 grid trials, then a shrink
+@pytest.mark.slow  # a trial, then a shrink
 def test_the_answer_is_one_of_the_brute_forced_minima(grid):
     outcomes, result, _ = grid
     assert len(outcomes) == 8
-    # brute force, judged on its own: a configuration fails if its trial failed with a
-    # critical NaN/Inf alert first
-    failing = [c for c, (status, rules) in outcomes.items() if status == "failed"
-               and rules and rules[0].startswith("nonfinite.")]
+    failing = [c for c, fails in outcomes.items() if fails]
     minima = [c for c in failing if not any(
         d != c and all(x <= y for x, y in zip(d, c, strict=True)) for d in failing)]
     assert minima == [(4, 2, 8)]  # the overflow needs depth 2, not more steps or width
