@@ -26,9 +26,9 @@ demo: setup
 	$(VENV)/bin/labcoat demo
 
 # two workers (this machine's cores); a module's tests stay on one worker, so a module's
-# shared fixture (a run it reads) is built once
+# shared fixture (a run it reads) is built once; the longest modules go first (tests/conftest.py)
 test: setup
-	$(PY) -m pytest -q -n 2 --dist loadscope
+	$(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder
 
 lint: setup
 	$(VENV)/bin/ruff check src tests

@@ -7,7 +7,9 @@ inside `helpers.shared_home(...)`, and gives each test LABCOAT_HOME pointing at 
 from __future__ import annotations
 
 import ast
+import json
 import os
+from collections import Counter
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -107,3 +109,23 @@ def db_backend(request: pytest.FixtureRequest, home: Path) -> str:
     if request.param == "postgresql":
         request.getfixturevalue("pg_url")
     return request.param
+
+
+# --- order: the longest modules first -------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` (-n 2 --dist loadscope --no-loadscope-reorder) hands whole modules to the two
+    workers in this order: the long ones start early and the short ones fill the end, so the
+    workers finish together. (xdist's own order, by number of tests, left the minute-long
+    modules of a few tests for last, and one worker idle ~30 s.) tests/durations.json holds
+    each module's seconds in a full run (tests/update_durations.py rewrites it); a module not
+    in it counts 0.3 s a test."""
+    known = json.loads((Path(__file__).parent / "durations.json").read_text())
+    tests = Counter(item.nodeid.split("::")[0] for item in items)
+
+    def cost(item: pytest.Item) -> float:
+        module = item.nodeid.split("::")[0]
+        return known.get(module, 0.3 * tests[module])
+
+    items.sort(key=lambda item: -cost(item))  # stable: a module's tests keep their order
