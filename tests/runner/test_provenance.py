@@ -209,3 +209,15 @@ def test_outside_git_the_provenance_says_so(tmp_path):
     with recorded_code(code, tmp_path) as copy:  # a rerun runs the code as it is now
         assert copy.map(str(plain / "train.py")) == str(plain / "train.py")
         assert "not a git repository" in copy.notes[0]
+
+
+def test_the_package_list_equals_importlib_metadatas():
+    """Names and versions read from METADATA headers alone equal those of importlib.metadata's
+    own (e-mail) parse, for every installed distribution."""
+    from labcoat.runner._provenance import environment_state
+
+    expected = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()
+                if d.metadata["Name"]}
+    assert environment_state()["packages"] == dict(sorted(expected.items(),
+                                                          key=lambda kv: kv[0].lower()))
+    assert len(expected) > 20

@@ -165,9 +165,9 @@ def environment_state() -> dict[str, Any]:
     """Python, installed packages, torch build, CPU and GPUs (once per process)."""
     packages = {}
     for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"]
+        name, version = _name_and_version(dist)
         if name:
-            packages[name] = dist.version
+            packages[name] = version
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -178,6 +178,21 @@ def environment_state() -> dict[str, Any]:
         "cpu": {"model": _cpu_model(), "count": os.cpu_count()},
         "gpus": _gpus(),
     }
+
+
+def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
+    """Name and Version from the header of a distribution's METADATA. `dist.metadata` parses
+    the whole file as an e-mail, and `dist.version` parses it again: 0.4 s of every
+    `labcoat run` for ~450 packages, against 0.05 s for the two header lines."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the header ends at the first blank line
+        key, colon, value = line.partition(":")
+        if colon and key in ("Name", "Version") and key not in fields:
+            fields[key] = value.strip()
+    return fields.get("Name"), fields.get("Version")
 
 
 def torch_build() -> dict[str, Any] | None:
