@@ -8,9 +8,11 @@ the ~0.15 s labcoat's modules alone cost a forked call: 0.33 -> 0.16 s of CPU fo
 The child is its own process, as `subprocess.run` would start: its own pid, working
 directory, environment (the caller's, copied), stdin from /dev/null, stdout and stderr to
 files, exit code from `sys.exit`, and `python -m labcoat.cli`'s `sys.argv`, `__main__`
-and `sys.path[0]` (the working directory). `labcoat.cli` is imported in the child, after
-its environment is set (its Console reads it at import); the modules preloaded read none
-at import (the CLI tests would see a server's LABCOAT_HOME if one did). torch is never
+and `sys.path[0]` (the working directory). labcoat's modules read no environment at import
+(the CLI tests would see a server's LABCOAT_HOME if one did), but for the CLI's console,
+which the child makes again (`make_console`) once its environment and stdout are set; the
+server also builds the click command of the Typer app once (~0.09 s a call, as Typer
+introspects every command's signature), which the child's `app()` reuses. torch is never
 preloaded (its threads and fork do not mix): nor the labcoat packages built on it.
 
 Run as a script, this is the server: one JSON request per line on stdin
@@ -33,11 +35,10 @@ import time
 PRELOAD = ("numpy", "scipy.stats", "scipy.optimize", "sqlalchemy", "sqlalchemy.orm",
            "pydantic", "yaml", "alembic", "plotly.graph_objects", "statsmodels.api", "typer",
            "rich.console", "rich.table")
-# labcoat.cli: its Console reads the environment at import; the rest are built on torch,
-# lightning or fastapi, which the child imports (a failed preload would leave half of
-# lightning_utilities behind)
-NOT_PRELOADED = ("labcoat.cli", "labcoat.torch", "labcoat.workloads", "labcoat.integrations",
-                 "labcoat.inside", "labcoat.web")
+# built on torch, lightning or fastapi, which the child imports (a failed preload would
+# leave half of lightning_utilities behind)
+NOT_PRELOADED = ("labcoat.torch", "labcoat.workloads", "labcoat.integrations", "labcoat.inside",
+                 "labcoat.web")
 
 
 def _child(request: dict, replies: int, fds: list[int] | None = None) -> None:
@@ -56,6 +57,9 @@ def _child(request: dict, replies: int, fds: list[int] | None = None) -> None:
             os.dup2(fd, target)
             os.close(fd)
         sys.stdin = open(0, closefd=False)  # not the server's buffered requests
+        if "labcoat.cli._common" in sys.modules:  # the console of this process, not the server's
+            common = sys.modules["labcoat.cli._common"]
+            common.console.__dict__.update(common.make_console().__dict__)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -141,6 +145,17 @@ def _preload() -> None:
                     packages.append(imported)
     finally:
         sys.meta_path.remove(blocker)
+    _build_command_once()
+
+
+def _build_command_once() -> None:
+    """typer.main.get_command(app) for labcoat's app, built here once instead of per call."""
+    import typer.main
+
+    from labcoat.cli import app
+
+    built, build = typer.main.get_command(app), typer.main.get_command
+    typer.main.get_command = lambda typer_app: built if typer_app is app else build(typer_app)
 
 
 def serve() -> None:

@@ -169,7 +169,7 @@ def test_ctrl_c_stops_cleanly_and_a_second_run_finishes(home, tmp_path):
     trials = _show("fake")["trials"]
     assert {t["status"] for t in trials} == {"pending"}
     assert {t["cause"] for t in trials} == {"interrupted (labcoat run was stopped)"}
-    assert not _fake_trials_alive()
+    assert not _fake_trials_alive(tmp_path)
     for quality in (0.3, 0.8):
         (tmp_path / f"gate-{quality}").touch()
     cli("run", str(design), check=True)
@@ -214,8 +214,11 @@ def _running_with_points():
                                for t in shown["trials"])
 
 
-def _fake_trials_alive():
-    out = subprocess.run(["pgrep", "-f", str(FAKE_TRIAL)], capture_output=True, text=True)
+def _fake_trials_alive(tmp_path):
+    """This test's fake trials (their --wait-for gates are in its tmp_path): the other worker
+    may be running fake trials of its own."""
+    out = subprocess.run(["pgrep", "-f", f"{FAKE_TRIAL}.*{tmp_path}/gate-"], capture_output=True,
+                         text=True)
     return bool(out.stdout.strip())
 
 

@@ -21,9 +21,17 @@ from labcoat.errors import LabcoatError
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-console = Console()
-if not console.is_terminal:  # a pipe or a log: lines stay whole (paths, commands), not cut at 80
-    console.soft_wrap = True
+
+
+def make_console() -> Console:
+    """The CLI's console, as the environment and stdout are now (rich reads them here)."""
+    made = Console()
+    if not made.is_terminal:  # a pipe or a log: lines stay whole (paths, commands), not cut at 80
+        made.soft_wrap = True
+    return made
+
+
+console = make_console()
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
 ExpArg = Annotated[str, typer.Argument(help="experiment name (or id)")]
