@@ -63,8 +63,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=4000)
     p.add_argument("--ig-steps", type=int, default=4)
-    args = bench.shrink(p.parse_args(), steps=40, width=32, seeds=1, items=6, warmup=10,
-                        reps=300)
+    args = bench.shrink(p.parse_args(), steps=20, width=32, seeds=1, items=3, warmup=5,
+                        reps=100)
     pairs = []
     for seed in range(args.seeds):
         arms = [train(Config(steps=args.steps, width=args.width, warmup=w, seed=seed,

@@ -257,7 +257,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", type=int, nargs="+", choices=range(1, 6),
                         default=list(range(1, 6)), help="sections to run (1-5)")
-    args = bench.shrink(parser.parse_args(), sims=100)
+    args = bench.shrink(parser.parse_args(), sims=40)
     start = time.perf_counter()
     sizes = [10, 20] if args.quick else [10, 15, 20, 25, 30, 50, 100]
     # Each section draws from its own stream, so --only reproduces a section's numbers.
@@ -268,7 +268,7 @@ def main() -> None:
         3: (f"3. across tasks ({args.sims} sims per row)",
             lambda: across_tasks(rngs[3], args.sims)),
         4: ("4. sequential power advice (delta = 1 SD of seed differences)",
-            lambda: advice(rngs[4], 500 if args.quick else 2000)),
+            lambda: advice(rngs[4], 200 if args.quick else 2000)),
         5: (f"5. the sign of a tiny effect ({args.sims} sims)",
             lambda: tiny_effects(rngs[5], args.sims)),
     }

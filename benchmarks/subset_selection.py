@@ -125,7 +125,7 @@ def tinylm_checkpoints(quick: bool = False) -> None:
             pass
 
     torch.set_num_threads(1)
-    seeds, steps, every, warmups = (2, 60, 20, (0, 20)) if quick else (4, 400, 50, (0, 100))
+    seeds, steps, every, warmups = (2, 30, 10, (0, 10)) if quick else (4, 400, 50, (0, 100))
     for seed in range(seeds):
         for warmup in warmups:
             train(Config(steps=steps, warmup=warmup, eval_every=every, eval_items=20,
