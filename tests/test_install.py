@@ -56,10 +56,13 @@ CORE_ONLY = {"torch", "plotly", "fastapi", "uvicorn", "ray", "submitit", "psycop
 
 def _pip(python: Path, *args: str) -> None:
     """pip ARGS for the venv of `python` (this venv's pip, so the new venv needs no pip of
-    its own, 3 s less; pip's cache reused); skip when the package index is unreachable."""
+    its own, 3 s less; pip's cache reused); skip when the package index is unreachable. Not
+    with this process's PYTHONPATH (seen: with labcoat's src/ on it, the new venv's
+    `import labcoat` failed after the install)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args,
                            "--timeout", "30", "--retries", "1", "--quiet"],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
     if done.returncode != 0:
         said = done.stdout + done.stderr
         why = next((line.strip() for line in said.splitlines()
