@@ -201,12 +201,13 @@ def _manage(connection) -> None:
         if not more:
             os._exit(1)
         data += more
+    request = json.loads(data)
     pid = os.fork()
     if pid == 0:
-        _child(json.loads(data), connection.fileno(), fds)
+        _child(request, connection.fileno(), fds)
     for fd in fds:
         os.close(fd)
-    reply = _wait(pid, json.loads(data).get("timeout", float("inf")))
+    reply = _wait(pid, request.get("timeout", float("inf")))
     connection.sendall((json.dumps(reply) + "\n").encode())
     os._exit(0)
 

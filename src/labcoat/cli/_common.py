@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 
-
 def make_console() -> Console:
     """The CLI's console, as the environment and stdout are now (rich reads them here)."""
     made = Console()

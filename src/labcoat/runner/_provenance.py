@@ -182,8 +182,8 @@ def environment_state() -> dict[str, Any]:
 
 def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
     """Name and Version from the header of a distribution's METADATA. `dist.metadata` parses
-    the whole file as an e-mail, and `dist.version` parses it again: 0.4 s of every
-    `labcoat run` for ~450 packages, against 0.05 s for the two header lines."""
+    the whole file as an e-mail, and `dist.version` parses it again: 0.12 s of every
+    `labcoat run` for 227 packages, against 0.013 s for the two header lines."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     fields: dict[str, str] = {}
     for line in text.splitlines():
