@@ -50,12 +50,59 @@ def test_default_store_is_a_wal_sqlite_file_in_labcoat_home(sqlite_db, home):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
-def test_migrations_produce_exactly_the_models_schema(db):
-    with db.engine.connect() as conn:
+@pytest.fixture
+def two_empty_databases(db_backend, tmp_path):
+    """Two URLs of empty databases on the backend."""
+    if db_backend == "sqlite":
+        yield [f"sqlite:///{tmp_path / name}" for name in ("a.db", "b.db")]
+        return
+    from postgres import fresh_schema, server_url
+
+    with fresh_schema(server_url()) as a, fresh_schema(server_url()) as b:
+        yield [a, b]
+
+
+def test_migrations_produce_exactly_the_models_schema(two_empty_databases):
+    """A new store is created from the models and stamped at the head (store._db); one
+    migrated from nothing must be the same database, table by table, as the server reports it."""
+    from sqlalchemy import create_engine
+
+    from labcoat.store._db import upgrade
+
+    migrated, created = (create_engine(url) for url in two_empty_databases)
+    upgrade(migrated)
+    store.open_store(two_empty_databases[1]).close()
+    with migrated.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), store.Base.metadata)
-        version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
     assert diff == []
-    assert version == "0006"
+    assert _schema(migrated) == _schema(created)
+    assert set(_schema(created)) == set(store.Base.metadata.tables) | {"alembic_version"}
+    for engine in (migrated, created):
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [
+                ("0006",)]
+        engine.dispose()
+
+
+def _schema(engine) -> dict:
+    """Each table's columns, keys, indexes and constraints, as the database reports them
+    (columns by name: a migration appends a column where the models may list it earlier)."""
+    from sqlalchemy import inspect
+
+    found = inspect(engine)
+    return {table: {
+        "columns": sorted((c["name"], str(c["type"]), c["nullable"], c["default"])
+                          for c in found.get_columns(table)),
+        "primary key": found.get_pk_constraint(table)["constrained_columns"],
+        "foreign keys": sorted((f["name"] or "", f["constrained_columns"], f["referred_table"],
+                                f["referred_columns"], sorted(f["options"].items()))
+                               for f in found.get_foreign_keys(table)),
+        "indexes": sorted((i["name"], i["column_names"], i["unique"])
+                          for i in found.get_indexes(table)),
+        "unique": sorted((u["name"] or "", u["column_names"])
+                         for u in found.get_unique_constraints(table)),
+        "checks": sorted((c["name"] or "", c["sqltext"]) for c in found.get_check_constraints(table)),
+    } for table in found.get_table_names()}
 
 
 def test_the_head_read_from_the_migration_files_is_alembics():

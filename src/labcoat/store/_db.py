@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import (Column, Engine, MetaData, PrimaryKeyConstraint, String, Table,
+                        create_engine, event, inspect)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -203,6 +204,13 @@ def migrate(engine: Engine) -> None:
         with engine.connect() as connection:
             if _current_revision(connection) == head:
                 return
+        if _create_current(engine, head):
+            return
+    upgrade(engine)
+
+
+def upgrade(engine: Engine) -> None:
+    """Run the Alembic migrations from the database's revision to the head."""
     from alembic import command
     from alembic.config import Config
     from alembic.script import ScriptDirectory
@@ -210,12 +218,7 @@ def migrate(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     head = ScriptDirectory.from_config(config).get_current_head()
-    with sqlite_migration_lock(engine.url.database if engine.dialect.name == "sqlite"
-                               else None), engine.begin() as connection:
-        if connection.dialect.name == "postgresql":
-            # Runners starting together on a fresh database would each create the tables;
-            # the first migrates while the others wait, then find the schema current.
-            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+    with _migration_lock(engine) as connection:
         current = _current_revision(connection)
         if current == head:
             return
@@ -224,6 +227,40 @@ def migrate(engine: Engine) -> None:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 
+
+def _create_current(engine: Engine, head: str) -> bool:
+    """An empty database gets the models' tables and the head revision at once (Alembic's
+    recipe "building an up to date database from scratch"): ~0.01 s, where running every
+    migration costs ~0.07 s, on each new store. tests/store/test_store.py holds the two
+    schemas equal on both backends. False where the database is not empty."""
+    from labcoat.store._models import Base
+
+    with _migration_lock(engine) as connection:
+        if inspect(connection).get_table_names():
+            return False
+        Base.metadata.create_all(connection)
+        _VERSION.create(connection)
+        connection.execute(_VERSION.insert().values(version_num=head))
+    return True
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator:
+    """A transaction that holds the migration lock: processes opening one new store together
+    take turns, and each after the first finds the schema there."""
+    with sqlite_migration_lock(engine.url.database if engine.dialect.name == "sqlite"
+                               else None), engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Runners starting together on a fresh database would each create the tables;
+            # the first migrates while the others wait, then find the schema current.
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+        yield connection
+
+
+# Alembic's own version table (alembic.runtime.migration.MigrationContext), written without
+# importing Alembic
+_VERSION = Table("alembic_version", MetaData(), Column("version_num", String(32), nullable=False),
+                 PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
 
 _REVISION = re.compile(r"^(down_revision|revision)\s*(?::[^=\n]*)?=\s*(.+?)\s*$", re.M)
 

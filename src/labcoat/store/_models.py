@@ -25,6 +25,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -126,10 +127,12 @@ class Attempt(Base):
     first_step_time: Mapped[float | None] = mapped_column(Float)  # first logged step
     last_record_time: Mapped[float | None] = mapped_column(Float)  # last journal line
     queued_s: Mapped[float | None] = mapped_column(Float)  # waited for a free slot before start
-    stdout_offset: Mapped[int] = mapped_column(BigInteger, default=0)  # bytes captured as events
-    stdout_line: Mapped[int] = mapped_column(Integer, default=0)
-    stderr_offset: Mapped[int] = mapped_column(BigInteger, default=0)
-    stderr_line: Mapped[int] = mapped_column(Integer, default=0)
+    # bytes captured as events; the server defaults are migration 0003's (a new store is
+    # created from these models, and must equal one migrated from nothing)
+    stdout_offset: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    stdout_line: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    stderr_offset: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    stderr_line: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     trial: Mapped[Trial] = relationship(back_populates="attempts")
 
@@ -186,7 +189,7 @@ class Event(Base):
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     trial_id: Mapped[int | None] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"))
     attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="CASCADE"))
-    stream: Mapped[str] = mapped_column(String(20), default="journal")
+    stream: Mapped[str] = mapped_column(String(20), default="journal", server_default="journal")
     seq: Mapped[int | None] = mapped_column(Integer)
     step: Mapped[int | None] = mapped_column(BigInteger)
     rank: Mapped[int | None] = mapped_column(Integer)
@@ -212,7 +215,8 @@ class Checkpoint(Base):
     verified: Mapped[bool] = mapped_column(Boolean, default=False)
     stall_s: Mapped[float | None] = mapped_column(Float)  # training blocked by the save
     write_s: Mapped[float | None] = mapped_column(Float)  # background write
-    deleted: Mapped[bool] = mapped_column(Boolean, default=False)  # removed by retention
+    deleted: Mapped[bool] = mapped_column(Boolean, default=False,  # removed by retention
+                                          server_default=false())
     time: Mapped[float | None] = mapped_column(Float)
 
 
