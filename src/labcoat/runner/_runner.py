@@ -237,6 +237,9 @@ class _Loop:
                     f"and kept; run `labcoat run {self.experiment.design_path or 'DESIGN'}` "
                     "again to finish the rest"
                 ) from None
+        order = {t.key: i for i, t in enumerate(self.experiment.trials)}
+        for keys in (self.summary.done, self.summary.failed):  # the design's order, not the
+            keys.sort(key=lambda key: order.get(key, len(order)))  # order they ended in
         return self.summary
 
     def _wait(self) -> None:
