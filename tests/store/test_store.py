@@ -101,7 +101,8 @@ def _schema(engine) -> dict:
                           for i in found.get_indexes(table)),
         "unique": sorted((u["name"] or "", u["column_names"])
                          for u in found.get_unique_constraints(table)),
-        "checks": sorted((c["name"] or "", c["sqltext"]) for c in found.get_check_constraints(table)),
+        "checks": sorted((c["name"] or "", c["sqltext"])
+                         for c in found.get_check_constraints(table)),
     } for table in found.get_table_names()}
 
 
