@@ -250,8 +250,9 @@ def _preload() -> None:
     """Import once, in the parent, what most scripts need; each forked child shares it.
     torch._dynamo too: the first optimizer step imports it (1.25 s), and 15 scripts step one
     (their quick runs: 45 s -> 34 s)."""
-    for name in ("numpy", "scipy.stats", "torch", "labcoat", "labcoat.store", "labcoat.stats",
-                 "torch._dynamo", "labcoat.torch", "labcoat.workloads.tinylm", "labcoat.evals", "labcoat.runner"):
+    for name in ("numpy", "scipy.stats", "torch", "torch._dynamo", "labcoat", "labcoat.store",
+                 "labcoat.stats", "labcoat.torch", "labcoat.workloads.tinylm", "labcoat.evals",
+                 "labcoat.runner"):
         with contextlib.suppress(ImportError):
             __import__(name)
 
