@@ -84,6 +84,26 @@ def test_migrations_produce_exactly_the_models_schema(two_empty_databases):
         engine.dispose()
 
 
+def test_a_store_whose_creation_failed_half_way_opens_next_time(db_backend, monkeypatch):
+    """Creating a new store is one transaction: a process dying between two CREATE TABLEs
+    leaves no tables behind (which the next open would refuse as someone else's)."""
+    real = store.Base.metadata.create_all
+
+    def dies_half_way(bind, **kw):
+        real(bind, tables=store.Base.metadata.sorted_tables[:3])
+        raise RuntimeError("killed half-way")
+
+    monkeypatch.setattr(store.Base.metadata, "create_all", dies_half_way)
+    with pytest.raises(RuntimeError, match="killed half-way"):
+        store.open_store()
+    monkeypatch.setattr(store.Base.metadata, "create_all", real)
+    opened = store.open_store()
+    with opened.session() as session:
+        assert store.get_or_create_experiment(session, name="e", design_yaml="x: 1",
+                                              design_hash="h")[1]
+    opened.close()
+
+
 def _schema(engine) -> dict:
     """Each table's columns, keys, indexes and constraints, as the database reports them
     (columns by name: a migration appends a column where the models may list it earlier)."""

@@ -245,6 +245,8 @@ def _create_current(engine: Engine, head: str) -> bool:
     from labcoat.store._models import Base
 
     with _migration_lock(engine) as connection:
+        if connection.dialect.name == "sqlite":  # all or nothing: pysqlite would commit each
+            connection.exec_driver_sql("BEGIN IMMEDIATE")  # CREATE on its own
         if inspect(connection).get_table_names():
             return False
         Base.metadata.create_all(connection)
