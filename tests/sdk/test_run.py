@@ -122,6 +122,21 @@ def test_the_exit_hook_finishes_a_script_that_never_calls_finish(home, tmp_path)
     db.close()
 
 
+@pytest.mark.parametrize(("how", "expected"), [
+    (["-m", "mypkg"], "adhoc-mypkg"),  # mypkg/__main__.py: not "adhoc-__main"
+    (["-m", "mypkg.train"], "adhoc-train"),
+    (["-c", "import mypkg.train"], "adhoc-session"),
+])
+def test_an_adhoc_experiment_is_named_for_what_python_ran(home, tmp_path, how, expected):
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    body = "import labcoat\nlabcoat.init(seed=0).finish()\n"
+    for name in ("__init__.py", "__main__.py", "train.py"):
+        (package / name).write_text("" if name == "__init__.py" else body)
+    subprocess.run([sys.executable, *how], check=True, cwd=tmp_path, capture_output=True)
+    assert [p.name for p in (home / "adhoc").iterdir()] == [expected]
+
+
 def test_an_unfinished_adhoc_run_waits_and_other_runs_are_recorded(home, tmp_path):
     from labcoat import runner, store
 

@@ -479,6 +479,16 @@ def _rank_and_world() -> tuple[int, int]:
     return rank, world
 
 
+def _script_name() -> str:
+    """What names an ad-hoc experiment: the script's file name; for `python -m pkg` (which
+    runs pkg/__main__.py) the package's; "session" for `python -c` and an interactive one."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 in ("", "-c"):
+        return "session"
+    path = Path(argv0)
+    return (path.parent.name if path.stem == "__main__" else path.stem) or "session"
+
+
 def _adhoc_run(
     experiment: str | None,
     arm: str | None,
@@ -486,8 +496,7 @@ def _adhoc_run(
     params: dict[str, Any],
     total_steps: int | None,
 ) -> Run:
-    script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "session"
-    experiment = experiment or _suggest(f"adhoc-{script or 'session'}")
+    experiment = experiment or _suggest(f"adhoc-{_script_name()}")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     rank, world = _rank_and_world()
     # The ranks of one torchrun group share a directory named for its run id (their
