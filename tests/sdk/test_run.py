@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import labcoat
+from helpers import cli
 from labcoat.sdk import read_journal
 
 
@@ -135,6 +136,16 @@ def test_an_adhoc_experiment_is_named_for_what_python_ran(home, tmp_path, how, e
         (package / name).write_text("" if name == "__init__.py" else body)
     subprocess.run([sys.executable, *how], check=True, cwd=tmp_path, capture_output=True)
     assert [p.name for p in (home / "adhoc").iterdir()] == [expected]
+
+
+def test_runs_of_one_trial_recorded_together_are_said_in_one_line(home, tmp_path):
+    script = tmp_path / "again.py"
+    script.write_text("import labcoat\nlabcoat.init(seed=0).finish()\n")
+    for _ in range(3):
+        subprocess.run([sys.executable, str(script)], check=True, cwd=tmp_path,
+                       capture_output=True)
+    said = cli("status", check=True).stderr.strip().splitlines()
+    assert said == ["recorded 3 ad-hoc runs of adhoc-again/main-s0"]
 
 
 def test_an_unfinished_adhoc_run_waits_and_other_runs_are_recorded(home, tmp_path):

@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,8 +55,9 @@ def store_session() -> Iterator[Session]:
         if locked is not None:
             _note_unrecorded(db, locked)
         else:
-            for name in ingest_adhoc_runs(db):
-                Console(stderr=True).print(f"[dim]recorded ad-hoc run {escape(name)}[/]")
+            for name, n in Counter(ingest_adhoc_runs(db)).items():  # one line a trial
+                runs = "ad-hoc run" if n == 1 else f"{n} ad-hoc runs of"
+                Console(stderr=True).print(f"[dim]recorded {runs} {escape(name)}[/]")
         with db.session() as s:
             yield s
     finally:
