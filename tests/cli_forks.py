@@ -41,6 +41,13 @@ NOT_PRELOADED = ("labcoat.torch", "labcoat.workloads", "labcoat.integrations", "
                  "labcoat.web")
 
 
+def _std_fds(out: str, err: str) -> list[int]:
+    """stdin from /dev/null, stdout and stderr into the files `out` and `err`."""
+    write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    return [os.open(os.devnull, os.O_RDONLY), os.open(out, write, 0o644),
+            os.open(err, write, 0o644)]
+
+
 def _child(request: dict, replies: int, fds: list[int] | None = None) -> None:
     """In the forked child: become `python -m labcoat.cli ARGS`, with `fds` as stdin,
     stdout and stderr (else /dev/null and the request's files); never returns."""
@@ -50,9 +57,7 @@ def _child(request: dict, replies: int, fds: list[int] | None = None) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        fds = fds or [os.open(os.devnull, os.O_RDONLY),
-                      os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
-                      os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)]
+        fds = fds or _std_fds(request["out"], request["err"])
         for fd, target in zip(fds, (0, 1, 2), strict=True):
             os.dup2(fd, target)
             os.close(fd)
@@ -219,8 +224,7 @@ def run_script(socket_path: str, script: str, args: list[str], cwd: str, env: di
     import socket
 
     request = {"script": script, "args": args, "env": env, "cwd": cwd, "timeout": timeout}
-    write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    fds = [os.open(os.devnull, os.O_RDONLY), os.open(out, write, 0o644), os.open(err, write, 0o644)]
+    fds = _std_fds(out, err)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
             server.connect(socket_path)

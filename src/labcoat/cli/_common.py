@@ -55,9 +55,10 @@ def store_session() -> Iterator[Session]:
         if locked is not None:
             _note_unrecorded(db, locked)
         else:
+            said = Console(stderr=True)
             for name, n in Counter(ingest_adhoc_runs(db)).items():  # one line a trial
                 runs = "ad-hoc run" if n == 1 else f"{n} ad-hoc runs of"
-                Console(stderr=True).print(f"[dim]recorded {runs} {escape(name)}[/]")
+                said.print(f"[dim]recorded {runs} {escape(name)}[/]")
         with db.session() as s:
             yield s
     finally:
