@@ -13,7 +13,8 @@ from helpers import cli
 
 
 def _stored(experiment: str) -> dict[str, dict[str, dict[int, float]]]:
-    """trial key -> metric -> step -> value, read back from the store."""
+    """trial key -> metric -> step -> value, read back from the store; NaN as the one
+    `math.nan`, so two reads of the same points compare equal with ==."""
     from labcoat import store
 
     db = store.open_store()
@@ -23,7 +24,8 @@ def _stored(experiment: str) -> dict[str, dict[str, dict[int, float]]]:
             keys = {t.id: t.key for t in exp.trials}
             out: dict[str, dict[str, dict[int, float]]] = {k: {} for k in keys.values()}
             for trial_id, name, step, value in store.metric_rows(session, list(keys)):
-                out[keys[trial_id]].setdefault(name, {})[step] = value
+                out[keys[trial_id]].setdefault(name, {})[step] = \
+                    math.nan if value != value else value
             return out
     finally:
         db.close()

@@ -49,4 +49,4 @@ def test_upgrading_from_the_first_schema_keeps_every_child_row(db_backend, home)
         assert store.find_experiment(session, "old").trials[0].key == "a-s0"
     db.close()
     assert counts == dict.fromkeys(TABLES, 1)
-    assert steps == 10 and version == "0006"
+    assert steps == 10 and version == "0007"

@@ -80,7 +80,7 @@ def test_migrations_produce_exactly_the_models_schema(two_empty_databases):
     for engine in (migrated, created):
         with engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [
-                ("0006",)]
+                ("0007",)]
         engine.dispose()
 
 

@@ -9,14 +9,18 @@ Values are what `MlflowClient.get_metric_history` returns: NaN where MLflow stor
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from labcoat.errors import LabcoatError
 from labcoat.runner._external import ExternalRun
+from labcoat.store import SeriesColumns
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _MS = 1000.0  # MLflow's timestamps are milliseconds
@@ -116,10 +120,12 @@ def _read_file_store(root: Path) -> list[ExternalRun]:
         meta = _yaml(exp_dir / "meta.yaml")
         if meta.get("lifecycle_stage", "active") != "active":
             continue
-        for run_dir in sorted(p for p in exp_dir.iterdir() if (p / "meta.yaml").is_file()):
-            run = _file_run(run_dir, str(meta.get("name", exp_dir.name)))
-            if run is not None:
-                runs.append(run)
+        run_dirs = sorted(p for p in exp_dir.iterdir() if (p / "meta.yaml").is_file())
+        name = str(meta.get("name", exp_dir.name))
+        # Arrow parses without the GIL: runs read on every core (the first error, in run
+        # order, is the one raised)
+        with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+            runs += [run for run in pool.map(_file_run, run_dirs, [name] * len(run_dirs)) if run]
     runs.sort(key=lambda r: (float(r.keys.get("_start", 0)), r.id))
     for run in runs:
         run.keys.pop("_start", None)
@@ -150,25 +156,57 @@ def _file_run(run_dir: Path, experiment: str) -> ExternalRun | None:
 def _metric_file(run: ExternalRun, key: str, file: Path) -> None:
     """Lines "timestamp value [step]" (MLflow's FileStore); the later line at a step wins.
 
-    Fast path: split once at single spaces, with every newline its own token, and check
-    that a newline follows every third token (so each line has exactly three fields);
-    then parse a column at a time with `int` and `float` (MLflow's own parsers, so the
-    values are equal to the bit). Anything else goes line by line."""
+    Fast path: PyArrow's CSV reader (the `mlflow` extra) parses the three columns in C,
+    ~5x faster than Python (its doubles are correctly rounded, as Python's `float`, so the
+    values are equal to the bit). A file it reads differently from MLflow's own parser
+    (NaN, which Arrow also reads from "nan(1)"; repeated steps; two-field lines; a "+"
+    sign; damage) is read line by line instead."""
     data = file.read_bytes()
-    lines = data.count(b"\n")
-    tokens = data.replace(b"\n", b" \n ").split(b" ")
-    if len(tokens) != 4 * lines + 1 or tokens[-1] or tokens[3::4].count(b"\n") != lines \
-            or key in run.metrics:  # two-field lines, blank lines, no last newline, damage
+    columns = None if key in run.metrics else _arrow_columns(data)
+    if columns is None:
         return _metric_lines(run, key, file, data.decode("utf-8", errors="replace"))
+    stamps, values, steps = columns
+    if np.isnan(values).any():
+        return _metric_lines(run, key, file, data.decode("utf-8", errors="replace"))
+    if len(steps) > 1 and not bool(np.all(steps[1:] > steps[:-1])):
+        order = np.argsort(steps, kind="stable")
+        stamps, values, steps = stamps[order], values[order], steps[order]
+        if not bool(np.all(steps[1:] > steps[:-1])):  # a step written twice: in order
+            return _metric_lines(run, key, file, data.decode("utf-8", errors="replace"))
+    run.metrics[key] = SeriesColumns(steps, values, stamps / _MS)
+
+
+def _arrow_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(timestamps, values, steps) of a file of lines "int float int", or None where
+    PyArrow is absent or the file is anything else."""
     try:
-        stamps, values, steps = (list(map(int, tokens[0:-1:4])), list(map(float, tokens[1::4])),
-                                 list(map(int, tokens[2::4])))
-    except ValueError:
-        return _metric_lines(run, key, file, data.decode("utf-8", errors="replace"))
-    if len(set(steps)) < len(steps):  # a step written twice: in order
-        return _metric_lines(run, key, file, data.decode("utf-8", errors="replace"))
-    times = list(map(_MS.__rtruediv__, stamps))  # t / 1000.0
-    run.metrics[key] = dict(zip(steps, zip(values, times, strict=True), strict=True))
+        import pyarrow as pa
+        import pyarrow.csv as csv
+    except ImportError:
+        return None
+    names = ["t", "v", "s"]
+    try:
+        table = csv.read_csv(
+            pa.py_buffer(data),
+            read_options=csv.ReadOptions(column_names=names, use_threads=False,
+                                         block_size=max(len(data), 1 << 20)),
+            parse_options=csv.ParseOptions(delimiter=" ", quote_char=False,
+                                           ignore_empty_lines=False),
+            convert_options=csv.ConvertOptions(
+                column_types=dict(zip(names, (pa.int64(), pa.float64(), pa.int64()),
+                                      strict=True)),
+                null_values=[], strings_can_be_null=False))
+    except (pa.ArrowInvalid, ValueError):
+        return None
+    # numpy views of each column's buffer: ChunkedArray.to_numpy would import pandas (0.2 s)
+    out = []
+    for name, dtype in zip(names, (np.int64, np.float64, np.int64), strict=True):
+        array = pa.concat_arrays(table.column(name).chunks)
+        if array.null_count:
+            return None
+        out.append(np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
+                                 offset=array.offset * 8))
+    return out[0], out[1], out[2]
 
 
 def _metric_lines(run: ExternalRun, key: str, file: Path, text: str) -> None:

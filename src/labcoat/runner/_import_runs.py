@@ -320,14 +320,14 @@ def _store(tool: str, experiment: str, mapped: dict[tuple[str, int], ExternalRun
             text = _full_design(experiment, tool, analysis, arms, seeds)
             spec.parse_design(text, str(design_path or "the design built from the import flags"))
             exp.design_yaml = text
-            for (arm, seed), run in sorted(mapped.items()):
-                params = {k: v for k, v in run.keys.items()
-                          if k.split(".", 1)[0] in NAMESPACES[:2]}
-                source = {"tool": tool, "run": run.id, "path": run.path,
-                          "points": run.count(), "repeated": dict(run.repeated)}
-                outcomes[store.record_run_import(
-                    session, exp, key=f"{arm}-s{seed}", arm=arm, seed=seed, params=params,
-                    source=source, metrics=run.metrics, replace=replace)] += 1
+            runs = [store.RunImport(
+                key=f"{arm}-s{seed}", arm=arm, seed=seed,
+                params={k: v for k, v in run.keys.items() if k.split(".", 1)[0] in NAMESPACES[:2]},
+                source={"tool": tool, "run": run.id, "path": run.path, "points": run.count(),
+                        "repeated": dict(run.repeated)},
+                metrics=run.metrics) for (arm, seed), run in sorted(mapped.items())]
+            for outcome in store.record_run_imports(session, exp, runs, replace=replace):
+                outcomes[outcome] += 1
             session.commit()
     finally:
         db.close()

@@ -1,7 +1,12 @@
 """The database: models, migrations, queries. The only code in labcoat that speaks SQL."""
 
 from labcoat.store._db import Store, migrate, open_store, unreadable
-from labcoat.store._import_runs import RUNS_IMPORTED_HASH, import_experiment, record_run_import
+from labcoat.store._import_runs import (
+    RUNS_IMPORTED_HASH,
+    RunImport,
+    import_experiment,
+    record_run_imports,
+)
 from labcoat.store._imports import IMPORTED_HASH, record_import
 from labcoat.store._locks import experiment_lock
 from labcoat.store._models import (
@@ -14,6 +19,7 @@ from labcoat.store._models import (
     Event,
     Experiment,
     MetricPoint,
+    MetricSeries,
     Provenance,
     Trial,
     as_utc,
@@ -43,13 +49,16 @@ from labcoat.store._queries import (
     variant_eval_items,
     verified_checkpoints,
 )
+from labcoat.store._series import SeriesColumns
 from labcoat.store._values import TrialItemScores, primary_values
 from labcoat.store._write import (
     add_missing_trials,
+    delete_metrics,
     end_attempt,
     get_or_create_experiment,
     insert_alerts,
     insert_events,
+    insert_metric_series,
     mark_checkpoints_deleted,
     record_provenance,
     start_attempt,
@@ -73,6 +82,8 @@ __all__ = [
     "Experiment",
     "TrialItemScores",
     "MetricPoint",
+    "MetricSeries",
+    "SeriesColumns",
     "Provenance",
     "Store",
     "Trial",
@@ -108,13 +119,16 @@ __all__ = [
     "verified_checkpoints",
     "record_provenance",
     "record_import",
-    "record_run_import",
+    "record_run_imports",
+    "RunImport",
     "import_experiment",
     "open_store",
     "unreadable",
     "start_attempt",
     "upsert_checkpoints",
     "upsert_eval_items",
+    "delete_metrics",
+    "insert_metric_series",
     "upsert_metric_points",
     "variant_eval_items",
 ]

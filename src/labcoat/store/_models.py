@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     TypeDecorator,
@@ -155,6 +156,27 @@ class MetricPoint(Base):
     step: Mapped[int] = mapped_column(BigInteger)
     value: Mapped[float] = mapped_column(NaNFloat, nullable=True)  # NaN is stored as NULL
     time: Mapped[float | None] = mapped_column(Float)  # unix seconds, from the trial
+
+
+class MetricSeries(Base):
+    """A whole metric series of one trial, its columns as little-endian arrays
+    (`store._series.SeriesColumns`): how imports store a million points in milliseconds.
+    A (trial, name) is held either here or as `metric_point` rows, never both; the
+    queries in `_queries` read both alike."""
+
+    __tablename__ = "metric_series"
+    __table_args__ = (UniqueConstraint("trial_id", "name", name="uq_metric_series"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempt.id", ondelete="SET NULL"))
+    name: Mapped[str] = mapped_column(String(200))
+    points: Mapped[int] = mapped_column(BigInteger)
+    first_step: Mapped[int] = mapped_column(BigInteger)
+    last_step: Mapped[int] = mapped_column(BigInteger)
+    step_array: Mapped[bytes] = mapped_column(LargeBinary)  # int64
+    value_array: Mapped[bytes] = mapped_column(LargeBinary)  # float64, NaN kept
+    time_array: Mapped[bytes | None] = mapped_column(LargeBinary)  # unix seconds, NaN unknown
 
 
 class EvalItem(Base):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import heapq
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, selectinload
 
@@ -17,8 +20,10 @@ from labcoat.store._models import (
     Event,
     Experiment,
     MetricPoint,
+    MetricSeries,
     Trial,
 )
+from labcoat.store._series import SeriesColumns
 
 
 def find_experiment(session: Session, ref: str) -> Experiment:
@@ -84,9 +89,30 @@ def metric_points(
     query = select(MetricPoint).where(MetricPoint.trial_id.in_(trial_ids))
     if name is not None:
         query = query.where(MetricPoint.name == name)
-    return list(
+    points = list(
         session.scalars(query.order_by(MetricPoint.trial_id, MetricPoint.name, MetricPoint.step))
     )
+    held = _whole_series(session, trial_ids, name)
+    if held:  # not in the session: reading them changes nothing
+        points += [MetricPoint(trial_id=t, attempt_id=a, name=n, step=step, value=v, time=time)
+                   for t, a, n, columns in held for step, (v, time) in columns.items()]
+        points.sort(key=lambda p: (p.trial_id, p.name, p.step))
+    return points
+
+
+def _whole_series(session: Session, trial_ids: Sequence[int], name: str | None
+                  ) -> list[tuple[int, int | None, str, SeriesColumns]]:
+    """(trial_id, attempt_id, name, columns) of the metrics these trials hold as whole
+    series (`MetricSeries`: imports), by trial and name. A (trial, name) held so has no
+    metric_point rows, so each query below adds these to its rows."""
+    query = select(MetricSeries.trial_id, MetricSeries.attempt_id, MetricSeries.name,
+                   MetricSeries.step_array, MetricSeries.value_array, MetricSeries.time_array
+                   ).where(MetricSeries.trial_id.in_(list(trial_ids)))
+    if name is not None:
+        query = query.where(MetricSeries.name == name)
+    return [(t, a, n, SeriesColumns.from_bytes(steps, values, times))
+            for t, a, n, steps, values, times in
+            session.execute(query.order_by(MetricSeries.trial_id, MetricSeries.name))]
 
 
 def metric_rows(
@@ -99,8 +125,28 @@ def metric_rows(
     if name is not None:
         query = query.where(MetricPoint.name == name)
     query = query.order_by(MetricPoint.trial_id, MetricPoint.name, MetricPoint.step)
-    for rows in session.execute(query.execution_options(yield_per=10_000)).partitions():
-        yield from rows
+    rows = (row for part in session.execute(query.execution_options(yield_per=10_000))
+            .partitions() for row in part)
+    held = session.execute(select(MetricSeries.id).where(
+        MetricSeries.trial_id.in_(list(trial_ids)),
+        *([MetricSeries.name == name] if name is not None else [])
+    ).order_by(MetricSeries.trial_id, MetricSeries.name)).scalars().all()
+    # (trial, name) pairs are in one table or the other: a merge of two sorted streams
+    yield from heapq.merge(rows, _series_rows(session, held), key=_ROW_KEY) if held else rows
+
+
+_ROW_KEY = operator.itemgetter(0, 1, 2)  # trial_id, name, step
+
+
+def _series_rows(session: Session, ids: Sequence[int]) -> Iterator[tuple[int, str, int, float]]:
+    """The points of these series as (trial_id, name, step, value), one series in memory."""
+    for series_id in ids:
+        trial_id, name, steps, values = session.execute(
+            select(MetricSeries.trial_id, MetricSeries.name, MetricSeries.step_array,
+                   MetricSeries.value_array).where(MetricSeries.id == series_id)).one()
+        columns = SeriesColumns.from_bytes(steps, values, None)
+        for step, value in zip(columns.steps.tolist(), columns.values.tolist(), strict=True):
+            yield trial_id, name, step, value
 
 
 def last_values(session: Session, trial_ids: Sequence[int], name: str) -> dict[int, float]:
@@ -116,7 +162,10 @@ def last_values(session: Session, trial_ids: Sequence[int], name: str) -> dict[i
         .join(last, (MetricPoint.trial_id == last.c.trial_id) & (MetricPoint.step == last.c.step))
         .where(MetricPoint.name == name)
     )
-    return {trial_id: value for trial_id, value in session.execute(query)}
+    values = {trial_id: value for trial_id, value in session.execute(query)}
+    values.update({t: float(columns.values[-1])
+                   for t, _, _, columns in _whole_series(session, trial_ids, name)})
+    return values
 
 
 def eval_items(session: Session, trial_ids: Sequence[int]) -> list[EvalItem]:
@@ -247,9 +296,12 @@ def metric_names(session: Session, trial_ids: Sequence[int]) -> list[str]:
     )
     names = [row[0] for row in session.execute(walk)]
     ids = list(trial_ids)
-    return [name for name in names if session.scalar(
+    logged = {name for name in names if session.scalar(
         select(MetricPoint.id).where(MetricPoint.name == name, MetricPoint.trial_id.in_(ids))
-        .limit(1)) is not None]
+        .limit(1)) is not None}
+    logged.update(session.scalars(select(MetricSeries.name).distinct()
+                                  .where(MetricSeries.trial_id.in_(ids))))
+    return sorted(logged)
 
 
 def first_non_finite(session: Session, trial_ids: Sequence[int], name: str | None
@@ -265,7 +317,13 @@ def first_non_finite(session: Session, trial_ids: Sequence[int], name: str | Non
              .group_by(MetricPoint.trial_id))
     if name is not None:
         query = query.where(MetricPoint.name == name)
-    return {trial_id: step for trial_id, step in session.execute(query)}
+    first = {trial_id: step for trial_id, step in session.execute(query)}
+    for trial_id, _, _, columns in _whole_series(session, trial_ids, name):
+        bad = np.flatnonzero(~np.isfinite(columns.values))
+        if len(bad):
+            step = int(columns.steps[bad[0]])
+            first[trial_id] = min(first.get(trial_id, step), step)
+    return first
 
 
 def metric_series(session: Session, trial_ids: Sequence[int], name: str
@@ -283,7 +341,10 @@ def metric_series(session: Session, trial_ids: Sequence[int], name: str
         steps, values = out.setdefault(trial_id, ([], []))
         steps.append(step)
         values.append(value)
-    return out
+    held = _whole_series(session, trial_ids, name)
+    for trial_id, _, _, columns in held:
+        out[trial_id] = (columns.steps.tolist(), columns.values.tolist())
+    return dict(sorted(out.items())) if held else out
 
 
 def checkpoints(session: Session, trial_ids: Sequence[int]) -> list[Checkpoint]:
@@ -306,7 +367,14 @@ def metric_at_steps(session: Session, trial_ids: Sequence[int], name: str,
              .where(MetricPoint.name == name, MetricPoint.trial_id.in_(list(trial_ids)),
                     MetricPoint.step.in_([int(s) for s in steps]))
              .order_by(MetricPoint.trial_id, MetricPoint.step))
-    return [(t, s, v) for t, s, v in session.execute(query)]
+    found = [(t, s, v) for t, s, v in session.execute(query)]
+    held = _whole_series(session, trial_ids, name)
+    wanted = np.array([int(s) for s in steps], dtype=np.int64)
+    for trial_id, _, _, columns in held:
+        at = np.isin(columns.steps, wanted)
+        found += [(trial_id, s, v) for s, v in zip(columns.steps[at].tolist(),
+                                                   columns.values[at].tolist(), strict=True)]
+    return sorted(found, key=lambda row: row[:2]) if held else found
 
 
 def final_item_scores(session: Session, trial_ids: Sequence[int]

@@ -6,10 +6,10 @@ Only the runner calls these (one writer per database).
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import Table, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from labcoat.errors import LabcoatError
@@ -21,9 +21,11 @@ from labcoat.store._models import (
     Event,
     Experiment,
     MetricPoint,
+    MetricSeries,
     Trial,
     utcnow,
 )
+from labcoat.store._series import SeriesColumns
 
 
 def get_or_create_experiment(
@@ -114,7 +116,9 @@ def end_attempt(
 
 def upsert_metric_points(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     """rows: {trial_id, attempt_id, name, step, value, time}; a later value for the same
-    (trial, name, step) replaces the earlier one."""
+    (trial, name, step) replaces the earlier one. A metric held as a whole series
+    (`insert_metric_series`) becomes rows first, so the new points join it."""
+    _series_to_rows(session, {(r["trial_id"], r["name"]) for r in rows})
     _upsert(
         session,
         MetricPoint.__table__,
@@ -122,6 +126,58 @@ def upsert_metric_points(session: Session, rows: Sequence[dict[str, Any]]) -> No
         keys=("name", "trial_id", "step"),
         update=("value", "time", "attempt_id"),
     )
+
+
+def insert_metric_series(session: Session, trial_id: int, attempt_id: int | None,
+                         metrics: Mapping[str, Mapping[int, tuple[float, float | None]]]
+                         ) -> None:
+    """Store each metric of one trial as one `metric_series` row: step -> (value, time)
+    mappings or `SeriesColumns`. The trial must hold none of these metrics yet (see
+    `delete_metrics`): a (trial, name) lives in one table only."""
+    rows = []
+    for name, series in metrics.items():
+        columns = SeriesColumns.of(series)
+        if not len(columns):
+            continue
+        steps, values, times = columns.to_bytes()
+        rows.append({"trial_id": trial_id, "attempt_id": attempt_id, "name": name,
+                     "points": len(columns), "first_step": int(columns.steps[0]),
+                     "last_step": int(columns.steps[-1]), "step_array": steps,
+                     "value_array": values, "time_array": times})
+    if session.get_bind().dialect.name == "postgresql":
+        rows = _last_per_key(_postgres_safe(MetricSeries.__table__, rows), ("trial_id", "name"))
+    if rows:
+        session.connection().execute(insert(MetricSeries.__table__), rows)
+
+
+def delete_metrics(session: Session, trial_id: int, names: Sequence[str]) -> None:
+    """Every point of these metrics of one trial, rows and series."""
+    for start in range(0, len(names), 500):  # (name, trial_id): the unique index's prefix
+        chunk = list(names[start:start + 500])
+        for table in (MetricPoint.__table__, MetricSeries.__table__):
+            session.execute(delete(table).where(table.c.name.in_(chunk),
+                                                table.c.trial_id == trial_id))
+
+
+def _series_to_rows(session: Session, pairs: set[tuple[int, str]]) -> None:
+    """The (trial, name) series among `pairs` rewritten as metric_point rows."""
+    trial_ids = sorted({trial_id for trial_id, _ in pairs})
+    if not trial_ids:
+        return
+    held = session.execute(select(MetricSeries.id, MetricSeries.trial_id, MetricSeries.name)
+                           .where(MetricSeries.trial_id.in_(trial_ids))).all()
+    for series_id, trial_id, name in held:
+        if (trial_id, name) not in pairs:
+            continue
+        row = session.execute(select(MetricSeries.__table__).where(
+            MetricSeries.id == series_id)).one()
+        columns = SeriesColumns.from_bytes(row.step_array, row.value_array, row.time_array)
+        _upsert(session, MetricPoint.__table__,
+                [{"trial_id": trial_id, "attempt_id": row.attempt_id, "name": name,
+                  "step": step, "value": value, "time": time}
+                 for step, (value, time) in columns.items()],
+                keys=("name", "trial_id", "step"), update=("value", "time", "attempt_id"))
+        session.execute(delete(MetricSeries).where(MetricSeries.id == series_id))
 
 
 def upsert_eval_items(session: Session, rows: Sequence[dict[str, Any]]) -> None:
