@@ -163,17 +163,24 @@ def _metric_file(run: ExternalRun, key: str, file: Path) -> None:
     sign; damage) is read line by line instead."""
     data = file.read_bytes()
     columns = None if key in run.metrics else _arrow_columns(data)
-    if columns is None:
+    series = None if columns is None else _one_per_step(*columns)
+    if series is None:
         return _metric_lines(run, key, file, data.decode("utf-8", errors="replace"))
-    stamps, values, steps = columns
+    run.metrics[key] = series
+
+
+def _one_per_step(stamps: np.ndarray, values: np.ndarray, steps: np.ndarray
+                  ) -> SeriesColumns | None:
+    """The columns sorted by step; None for NaN (see `_metric_file`) or a step written
+    twice (the line-by-line reader applies MLflow's rule for which one wins)."""
     if np.isnan(values).any():
-        return _metric_lines(run, key, file, data.decode("utf-8", errors="replace"))
+        return None
     if len(steps) > 1 and not bool(np.all(steps[1:] > steps[:-1])):
         order = np.argsort(steps, kind="stable")
         stamps, values, steps = stamps[order], values[order], steps[order]
-        if not bool(np.all(steps[1:] > steps[:-1])):  # a step written twice: in order
-            return _metric_lines(run, key, file, data.decode("utf-8", errors="replace"))
-    run.metrics[key] = SeriesColumns(steps, values, stamps / _MS)
+        if not bool(np.all(steps[1:] > steps[:-1])):
+            return None
+    return SeriesColumns(steps, values, stamps / _MS)
 
 
 def _arrow_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
