@@ -12,7 +12,7 @@ $(PY):
 # requirement would otherwise pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,torch,postgres,ray,slurm,ui,hf,lightning,tensorboard,wandb]"
+	$(PY) -m pip install -q -e ".[dev,torch,postgres,ray,slurm,ui,hf,lightning,mlflow,tensorboard,wandb]"
 	# Kronfluence and Captum (the inside extra) declare torch/torchvision ranges that would
 	# replace the CPU wheel: without their dependencies, plus the two light ones they use
 	$(PY) -m pip install -q --no-deps "kronfluence==1.0.1" "captum==0.9.0" "einconv==0.1.0" "opt_einsum==3.4.0"
