@@ -132,7 +132,8 @@ def analyze(session: Session, experiment: Experiment) -> Analysis:
     analysis.warnings = _merge_warnings([w.message for w in caught
                                          if issubclass(w.category, StatsWarning)])
     status = status_data(session, experiment)
-    analysis.goodput = status["goodput"]
+    if experiment.design_hash not in (store.IMPORTED_HASH, store.RUNS_IMPORTED_HASH):
+        analysis.goodput = status["goodput"]  # imported runs' time was spent elsewhere
     analysis.alerts = {t["key"]: t["alerts"] for t in status["trials"] if t["alerts"]}
     analysis.registration = dict(experiment.analysis_plan or {})
     analysis.counts = _counts(experiment)
@@ -426,8 +427,10 @@ def _warn_outside_unit_range(hypothesis: Hypothesis, arms: list[ArmResult]) -> N
     values = [v for arm in arms for v in arm.values]
     if not values or min(values) < 0 or max(values) > 1:
         return
-    wide = [a for a in arms if a.overall is not None and (a.overall.low < 0
-                                                          or a.overall.high > 1)]
+    # an infinite interval (one seed) says nothing about the range: the seed count is warned
+    wide = [a for a in arms if a.overall is not None
+            and math.isfinite(a.overall.low) and math.isfinite(a.overall.high)
+            and (a.overall.low < 0 or a.overall.high > 1)]
     if wide:
         a = wide[0]
         warnings.warn(StatsWarning(

@@ -30,9 +30,10 @@ _MS = 1000.0  # MLflow's timestamps are milliseconds
 ARROW_FROM = 16 * 1024
 
 
-def read_mlflow(path: Path) -> list[ExternalRun]:
+def read_mlflow(path: Path, notes: list[str] | None = None) -> list[ExternalRun]:
     """Every active run under `path`: a SQLite tracking store's file, an `mlruns/`
-    directory, or a directory holding `mlruns/` or `mlflow.db`."""
+    directory, or a directory holding `mlruns/` or `mlflow.db`. What is left out and
+    why (runs of an experiment folder that lost its meta.yaml) is added to `notes`."""
     if path.is_file():
         return _read_sqlite(path)
     if path.is_dir():
@@ -40,7 +41,7 @@ def read_mlflow(path: Path) -> list[ExternalRun]:
             path = path / "mlruns"
         elif (path / "mlflow.db").is_file():
             return _read_sqlite(path / "mlflow.db")
-        return _read_file_store(path)
+        return _read_file_store(path, [] if notes is None else notes)
     raise LabcoatError(f"{path}: no such MLflow store; give the tracking database "
                        "(mlflow.db, or sqlite:///path) or the mlruns/ directory")
 
@@ -114,12 +115,13 @@ def _series(run: ExternalRun, key: str, steps: Sequence[int], stamps: Sequence[i
     run.metrics[key] = series
 
 
-def _read_file_store(root: Path) -> list[ExternalRun]:
+def _read_file_store(root: Path, notes: list[str]) -> list[ExternalRun]:
     runs = []
     experiments = sorted(p for p in root.iterdir() if (p / "meta.yaml").is_file())
     if not experiments:
         raise LabcoatError(f"{root}: no MLflow experiments here (expected mlruns/<id>/meta.yaml);"
                            " give the mlruns/ directory or the tracking database")
+    notes += _headless_experiments(root)
     for exp_dir in experiments:
         meta = _yaml(exp_dir / "meta.yaml")
         if meta.get("lifecycle_stage", "active") != "active":
@@ -136,6 +138,19 @@ def _read_file_store(root: Path) -> list[ExternalRun]:
     return runs
 
 
+def _headless_experiments(root: Path) -> list[str]:
+    """Folders of runs whose experiment lost its meta.yaml (deleted, or a copy that left
+    it out): MLflow skips them with a warning, and so does the import, saying so."""
+    found = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
+                         and not (p / "meta.yaml").is_file()):
+        count = sum((run / "meta.yaml").is_file() for run in folder.iterdir() if run.is_dir())
+        if count:
+            found.append(f"{folder}: {count} run(s) left out: their experiment folder has no "
+                         "meta.yaml (MLflow skips it too); restore the file to import them")
+    return found
+
+
 def _file_run(run_dir: Path, experiment: str) -> ExternalRun | None:
     meta = _yaml(run_dir / "meta.yaml")
     if meta.get("lifecycle_stage", "active") != "active":
@@ -149,7 +164,8 @@ def _file_run(run_dir: Path, experiment: str) -> ExternalRun | None:
         for file in sorted(folder.rglob("*")) if folder.is_dir() else []:
             if file.is_file():
                 key = file.relative_to(folder).as_posix()
-                run.keys[f"{kind}.{key}"] = file.read_text(encoding="utf-8")
+                # bytes decoded as they are: MLflow keeps a param's "\r\n" line endings
+                run.keys[f"{kind}.{key}"] = file.read_bytes().decode("utf-8", errors="replace")
     folder = run_dir / "metrics"
     for file in sorted(folder.rglob("*")) if folder.is_dir() else []:
         if file.is_file():
@@ -221,15 +237,20 @@ def _arrow_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | N
 
 
 def _metric_lines(run: ExternalRun, key: str, file: Path, text: str) -> None:
+    """Line by line: "timestamp value", "timestamp value step", or MLflow 3's "timestamp
+    value step dataset digest" for a metric logged with a dataset. The step of that last
+    form is the one written: MLflow's file client reads it as 0 (it takes the step only
+    from three-field lines), while its SQLite store keeps it and drops the dataset, as
+    labcoat does."""
     stamp: dict[int, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         parts = line.split()
         try:
+            if len(parts) not in (2, 3, 5):
+                raise ValueError
             ts, value = int(parts[0]), float(parts[1])
             step = int(parts[2]) if len(parts) > 2 else 0
-            if len(parts) > 3:
-                raise ValueError
-        except (ValueError, IndexError):
+        except ValueError:
             raise LabcoatError(f"{file}:{number}: not an MLflow metric line "
                                f"(timestamp value step): {line.strip()[:80]!r}; the file "
                                "is damaged, nothing was imported") from None

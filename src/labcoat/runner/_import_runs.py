@@ -10,7 +10,7 @@ transaction: a damaged file or a bad mapping imports nothing.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,8 +63,9 @@ def import_runs(tool: str, paths: list[str | Path], *, experiment: str, arm_by: 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", experiment or ""):
         raise LabcoatError(f"--experiment {experiment!r} may use only letters, digits, '.', "
                            "'_', '-' (and starts with a letter or digit)")
-    runs = [run for p in paths for run in _reader(tool)(_absolute(p))]
     notes: list[str] = []
+    reader = _reader(tool)
+    runs = [run for p in paths for run in reader(_absolute(p), notes)]
     runs = _filter(runs, where or [], notes)
     mapped = _map(runs, arm_by, seed_by, notes)
     design = _design_dict(hypothesis, experiment, tool, mapped, runs)
@@ -109,17 +110,27 @@ def _lookup(run: ExternalRun, key: str, flag: str) -> str | None:
 
 
 def _keys_table(runs: list[ExternalRun], limit: int = 25) -> str:
-    """The keys every run has, the ones that differ between runs first, with their values."""
+    """The keys every run has, the ones that differ between runs first, with their values;
+    then the keys most runs have (a sweep's later runs often log one more param)."""
     common = set.intersection(*(set(r.keys) for r in runs)) if runs else set()
     values = {k: sorted({r.keys[k] for r in runs}) for k in common}
     order = sorted(common, key=lambda k: (len(values[k]) == 1, k))
     shown = []
     for key in order[:limit]:
         v = values[key]
-        some = ", ".join(repr(x[:24]) for x in v[:4]) + (", ..." if len(v) > 4 else "")
+        some = ", ".join(repr(_cut(x)) for x in v[:4]) + (", ..." if len(v) > 4 else "")
         shown.append(f"{key} ({len(v)} value{'s' * (len(v) != 1)}: {some})")
     more = f"; and {len(order) - limit} more" if len(order) > limit else ""
-    return "; ".join(shown) + more if shown else "none"
+    counts = Counter(k for r in runs for k in r.keys if k not in common)
+    most = [f"{k} ({n:,} of {len(runs):,} runs)" for k, n in
+            sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if 2 * n >= len(runs)]
+    also = f". Keys most runs have: {', '.join(most[:10])}" if most else ""
+    return ("; ".join(shown) + more if shown else "none") + also
+
+
+def _cut(value: str, width: int = 24) -> str:
+    """A value shortened for a listing, marked when it was: a cut id must not look whole."""
+    return value if len(value) <= width else value[:width - 1] + "\u2026"
 
 
 def _missing(runs: list[ExternalRun], run: ExternalRun, key: str, flag: str, what: str) -> None:
@@ -178,7 +189,8 @@ def _map(runs: list[ExternalRun], arm_by: str | None, seed_by: str | None,
         if other is not None:
             raise LabcoatError(
                 f"{run.tool} runs {other.id} ({other.path}) and {run.id} ({run.path}) both map "
-                f"to arm {arm!r} seed {seed} (--arm-by {arm_by}, --seed-by {seed_by}); map by "
+                f"to arm {arm!r}{'' if arm == raw_arm else f' ({arm_by} = {raw_arm!r})'} "
+                f"seed {seed} (--arm-by {arm_by}, --seed-by {seed_by}); map by "
                 f"keys that tell them apart, or keep one with --where. Keys every run has: "
                 f"{_keys_table(runs)}")
         mapped[(arm, seed)] = run
@@ -275,10 +287,16 @@ def _metric_names(runs: list[ExternalRun], limit: int = 20) -> str:
 def _metric_notes(runs: list[ExternalRun], mapped: dict[tuple[str, int], ExternalRun],
                   design: dict[str, Any]) -> list[str]:
     notes = []
+    repeated: dict[str, list[tuple[ExternalRun, int]]] = defaultdict(list)
     for run in mapped.values():
         for metric, count in run.repeated.items():
-            notes.append(f"{run.tool} run {run.id}: {metric} was logged {count} more time(s) at "
-                         "steps already logged; the later value at each step is kept")
+            repeated[metric].append((run, count))
+    for metric, runs_counts in sorted(repeated.items()):  # one line per metric, not per run
+        (run, count), more = runs_counts[0], len(runs_counts) - 1
+        others = f" (and in {more} more run(s), {sum(c for _, c in runs_counts)} times in all)" \
+            if more else ""
+        notes.append(f"{run.tool} run {run.id}: {metric} was logged {count} more time(s) at "
+                     f"steps already logged{others}; the later value at each step is kept")
     metric = (design.get("hypothesis") or {}).get("metric")
     lacking = [f"{arm}-s{seed}" for (arm, seed), run in mapped.items()
                if metric and metric not in run.metrics]

@@ -25,7 +25,7 @@ _LENGTH = struct.Struct("<Q").unpack_from
 _MASK = 0xA282EAD8
 
 
-def read_tensorboard(path: Path) -> list[ExternalRun]:
+def read_tensorboard(path: Path, notes: list[str] | None = None) -> list[ExternalRun]:
     """One run per directory under `path` (or `path` itself) with event files."""
     try:
         from tensorboard.compat.proto.event_pb2 import Event

@@ -36,7 +36,7 @@ _SEEDS = [zlib.crc32(bytes([t])) for t in range(LAST + 1)]  # the CRC covers the
 _HISTORY, _SUMMARY = 0x12, 0x1A  # a Record's field 2 (history) and 3 (summary) tags
 
 
-def read_wandb(path: Path) -> list[ExternalRun]:
+def read_wandb(path: Path, notes: list[str] | None = None) -> list[ExternalRun]:
     """Every run under `path`: a `.wandb` file, a run directory, or a directory holding
     them (e.g. `wandb/`)."""
     if not path.exists():
