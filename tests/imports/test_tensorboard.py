@@ -98,10 +98,27 @@ def test_a_damaged_event_file_is_named_and_nothing_is_imported(home, logdir, tmp
     assert f"{victim}: damaged TensorBoard event file at byte" in done.stderr
     assert "Traceback" not in done.stderr
     assert "no experiment named 'tb'" in cli("show", "tb").stderr
-    whole = (logdir / victim.relative_to(broken)).read_bytes()
+
+
+def test_a_file_cut_short_is_read_to_its_last_whole_record_as_tensorboard_reads_it(
+        home, logdir, tmp_path, stored, equal_points):
+    """A run killed mid-write (or still writing): the records before the torn one are
+    imported, as TensorBoard's accumulator reads them, and the import says so."""
+    import shutil
+
+    cut = tmp_path / "runs"
+    shutil.copytree(logdir, cut)
+    victim = next((cut / "model=wide,seed=2").glob("*tfevents*"))
+    whole = victim.read_bytes()
     victim.write_bytes(whole[: len(whole) - 7])  # a torn last record
-    done = _import(broken)
-    assert done.returncode != 0 and "the last record is cut short" in done.stderr
+    done = _import(cut)
+    assert done.returncode == 0, done.stderr
+    assert f"{victim}: the last record is cut short at byte" in done.stdout
+    want = _accumulated(victim.parent)
+    assert sum(map(len, want.values())) == 2 * STEPS - 1  # the torn record's point is gone
+    held = stored("tb")["wide-s2"]
+    for tag, points in want.items():
+        equal_points(held[tag], {p.step: p.value for p in points})
 
 
 def test_a_missing_mapping_lists_the_directory_keys(home, logdir):
@@ -168,3 +185,36 @@ def test_a_short_design_file_states_the_hypothesis(home, logdir, tmp_path):
     refused = cli("import", "tensorboard", str(logdir), "--experiment", "tbd2", "--arm-by",
                   "model", "--seed-by", "seed", "--design", str(design))
     assert refused.returncode != 0 and "seeds cannot be set for an import" in refused.stderr
+
+
+def test_scalar_tensors_read_as_tensorboards_scalars_plugin_reads_them(tmp_path, equal_points):
+    """TF2's `tf.summary.scalar` and Keras write a scalar as a one-element tensor whose
+    metadata names the scalars plugin, on the tag's first value only; torch writes the
+    same with `new_style=True`. Both are read as EventAccumulator.Tensors gives them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+    from tensorboard.util.tensor_util import make_ndarray, make_tensor_proto
+    from torch.utils.tensorboard import SummaryWriter
+
+    from labcoat.runner._import_tensorboard import read_tensorboard
+
+    run = tmp_path / "runs" / "tf2"
+    with SummaryWriter(str(run), filename_suffix=".a") as w:
+        for step in range(6):
+            w.add_scalar("torch/new_style", 1 / (step + 3), step, new_style=True)
+        plugin = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"))
+        for step in range(6):  # as TF2 writes it: the metadata with the first value only
+            value = Summary.Value(tag="epoch_loss",
+                                  tensor=make_tensor_proto(np.float32(0.1 * step + 1 / 7)))
+            if step == 0:
+                value.metadata.CopyFrom(plugin)
+            w._get_file_writer().add_summary(Summary(value=[value]), step)
+        other = Summary.Value(tag="not_a_scalar", tensor=make_tensor_proto(np.ones(3)))
+        w._get_file_writer().add_summary(Summary(value=[other]), 0)
+    accumulator = EventAccumulator(str(run), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    runs = read_tensorboard(tmp_path / "runs")
+    assert set(runs[0].metrics) == {"torch/new_style", "epoch_loss"}
+    for tag in runs[0].metrics:
+        want = {e.step: float(make_ndarray(e.tensor_proto)) for e in accumulator.Tensors(tag)}
+        equal_points({s: v for s, (v, _) in runs[0].metrics[tag].items()}, want)

@@ -1,10 +1,13 @@
 """TensorBoard runs: every directory holding `events.out.tfevents.*` files is one run, its
 scalars the `simple_value` summaries TensorBoard's `EventAccumulator.Scalars` returns
-(float32, kept exactly), its files read in name order as TensorBoard reads them.
+(float32, kept exactly) and TF2's scalar tensors (`EventAccumulator.Tensors` of the
+scalars plugin), its files read in name order as TensorBoard reads them.
 
 The files are TFRecord frames (length, masked CRC32C, Event proto, masked CRC32C) read
 here directly, every checksum checked: the accumulator stops silently at a damaged
-record; an import names the file and the byte offset and imports nothing.
+record; an import names the file and the byte offset and imports nothing. A last record
+cut short (a run still writing, or killed) ends the file, as it does for TensorBoard,
+and the import says so.
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ def read_tensorboard(path: Path, notes: list[str] | None = None) -> list[Externa
         name = folder.relative_to(root).as_posix() if folder != root else "."
         run = ExternalRun("tensorboard", name, str(folder))
         run.keys.update(_path_keys(name))
+        scalar_tags: set[str] = set()  # TF2's tensor scalars, named once per tag
         for file in sorted(in_folder, key=lambda f: f.name):
-            _read_file(run, file, Event, crc)
+            _read_file(run, file, Event, crc, scalar_tags, [] if notes is None else notes)
         runs.append(run)
     return runs
 
@@ -68,9 +72,17 @@ def _path_keys(name: str) -> dict[str, str]:
     return keys
 
 
-def _read_file(run: ExternalRun, file: Path, event_type: type, crc) -> None:
-    """Every simple_value of the file, in record order (a later point at a step wins)."""
+def _read_file(run: ExternalRun, file: Path, event_type: type, crc, scalar_tags: set[str],
+               notes: list[str]) -> None:
+    """Every scalar of the file, in record order (a later point at a step wins). A file
+    whose last record is cut short (a run still writing, or killed) is read up to it, as
+    TensorBoard reads it, and `notes` says so."""
     data = file.read_bytes()
+    cut = _cut_short_at(file, data, crc)
+    if cut is not None:
+        notes.append(f"{file}: the last record is cut short at byte {cut} (a run still "
+                     f"writing, or killed); the records before it were imported")
+        data = data[:cut]
     starts, lengths = _frames(file, data, crc)
     groups = _scalars(data, starts, lengths)
     done = np.zeros(len(starts), dtype=bool)
@@ -79,7 +91,7 @@ def _read_file(run: ExternalRun, file: Path, event_type: type, crc) -> None:
     for i in np.flatnonzero(~done).tolist():  # records of any other layout: protobuf
         start = int(starts[i])
         for tag, step, value, wall in _decoded(file, data, start, start + int(lengths[i]),
-                                               event_type):
+                                               event_type, scalar_tags):
             groups.append((np.array([i]), tag, np.array([step]), np.array([value]),
                            np.array([wall])))
     by_tag: dict[str, list[tuple]] = {}
@@ -121,6 +133,10 @@ def _frames(file: Path, data: bytes, crc) -> tuple[np.ndarray, np.ndarray]:
     bad = []
     for length in np.unique(size).tolist():
         at = first[size == length]
+        if len(at) < 2 * length:  # few long records (images, graphs): numpy's loop runs
+            bad += [int(a) - 12 for a in at.tolist()  # once per byte column; C per record
+                    if not _record_ok(data, int(a) - 12, length, crc)]
+            continue
         heads = raw[(at - 12)[:, None] + np.arange(8)]
         bodies = raw[at[:, None] + np.arange(length)]
         stored = raw[(at - 4)[:, None] + np.arange(4)].copy().view("<u4")[:, 0]
@@ -130,6 +146,16 @@ def _frames(file: Path, data: bytes, crc) -> tuple[np.ndarray, np.ndarray]:
     if bad:
         _check_each(file, data[:min(bad) + 12 + header(data, min(bad))[0] + 4], crc)
     return first, size
+
+
+def _record_ok(data: bytes, offset: int, length: int, crc) -> bool:
+    """Both checksums of the record at `offset`, with the C CRC32C."""
+    def masked(c: int) -> int:
+        return (((c >> 15) | (c << 17)) + _MASK) & 0xFFFFFFFF
+    stored = _HEADER.unpack_from(data, offset)[1]
+    body = offset + 12
+    return masked(crc(data[offset:offset + 8])) == stored and \
+        masked(crc(data[body:body + length])) == _FOOTER(data, body + length)[0]
 
 
 def _masked_crc(rows: np.ndarray) -> np.ndarray:
@@ -149,6 +175,25 @@ def _crc_table() -> np.ndarray:
         table = np.where(table & 1, (table >> np.uint32(1)) ^ np.uint32(0x82F63B78),
                          table >> np.uint32(1))
     return table.astype(np.uint32)
+
+
+def _cut_short_at(file: Path, data: bytes, crc) -> int | None:
+    """Where the file's last record starts if it is cut short (its length passes its
+    checksum, or not all of its header was written, and the file ends before the record
+    does); None if the records end where the file does. Damage elsewhere is left to
+    `_frames`, which names it."""
+    offset, end, last = 0, len(data), None
+    while offset < end:
+        last = offset
+        if offset + 12 > end:
+            return offset
+        length, length_crc = _HEADER.unpack_from(data, offset)
+        offset += 12 + length + 4
+    if offset == end or last is None:
+        return None
+    c = crc(data[last:last + 8])
+    return last if ((((c >> 15) | (c << 17)) + _MASK) & 0xFFFFFFFF) == \
+        _HEADER.unpack_from(data, last)[1] else None
 
 
 def _check_each(file: Path, data: bytes, crc) -> None:
@@ -253,17 +298,44 @@ def _varint_end(data: bytes, i: int) -> int:
     return i + 1
 
 
-def _decoded(file: Path, data: bytes, start: int, stop: int, event_type: type
-             ) -> list[tuple[str, int, float, float]]:
-    """Every simple_value of any Event, through TensorBoard's protobuf classes."""
+def _decoded(file: Path, data: bytes, start: int, stop: int, event_type: type,
+             scalar_tags: set[str]) -> list[tuple[str, int, float, float]]:
+    """Every scalar of any Event, through TensorBoard's protobuf classes: a simple_value
+    (TF1, torch), or a one-element tensor of a tag whose metadata names the scalars plugin
+    (TF2's `tf.summary.scalar`, Keras; the metadata comes with a tag's first value only,
+    so `scalar_tags` carries it across records and files, as TensorBoard does)."""
     try:
         event = event_type.FromString(data[start:stop])
     except Exception:  # noqa: BLE001 - protobuf's DecodeError, whatever the backend
         _damaged(file, start, "a record is not a TensorBoard event")
     if not event.HasField("summary"):
         return []
-    return [(v.tag, event.step, v.simple_value, event.wall_time) for v in event.summary.value
-            if v.HasField("simple_value")]
+    out = []
+    for v in event.summary.value:
+        if v.HasField("simple_value"):
+            out.append((v.tag, event.step, v.simple_value, event.wall_time))
+            continue
+        if v.metadata.plugin_data.plugin_name == "scalars":
+            scalar_tags.add(v.tag)
+        if v.HasField("tensor") and v.tag in scalar_tags:
+            value = _tensor_scalar(v.tensor)
+            if value is not None:
+                out.append((v.tag, event.step, value, event.wall_time))
+    return out
+
+
+def _tensor_scalar(tensor) -> float | None:
+    """A one-element numeric TensorProto's value, as `tensor_util.make_ndarray` reads it
+    (float32 widened exactly); None for anything else."""
+    from tensorboard.util.tensor_util import make_ndarray
+
+    try:
+        array = make_ndarray(tensor)
+    except Exception:  # noqa: BLE001 - an unsupported dtype: not a scalar we can read
+        return None
+    if array.size != 1 or array.dtype.kind not in "fiu":
+        return None
+    return float(array.reshape(-1)[0])
 
 
 def _damaged(file: Path, offset: int, what: str) -> None:

@@ -6,7 +6,9 @@ The log is LevelDB's log format with a W&B header (what wandb <= 0.30's
 magic 0xBEE1 and version 0, then 32 KiB blocks of records, each a CRC-32 (zlib's, seeded
 with the record type byte), a length, a type (FULL, or FIRST/MIDDLE/LAST for a message
 split across blocks) and the bytes of a `wandb_internal.Record`. Every record's checksum is
-checked; any damage names the file and imports nothing. `wandb leet inspect --json`
+checked; any damage names the file and imports nothing. A log cut short (a run still
+writing, or killed) is read up to its last whole message, and an empty one is left out,
+as `wandb leet` reads them; the import says so. `wandb leet inspect --json`
 (wandb-core) reads the same log and is the tests' reference; it starts one Go process per
 run, ~2 s for 10,000 steps, where this reads a run in a small fraction of that.
 
@@ -42,11 +44,20 @@ def read_wandb(path: Path, notes: list[str] | None = None) -> list[ExternalRun]:
     if not path.exists():
         raise LabcoatError(f"{path}: no such W&B directory or .wandb file")
     files = [path] if path.is_file() else sorted(path.rglob("run-*.wandb"))
+    # wandb's `latest-run` links to a run directory; a copy made without links holds the
+    # same run twice
+    named = {f.name for f in files if f.parent.name != "latest-run"}
+    files = [f for f in files if f.parent.name != "latest-run" or f.name not in named]
     if not files:
         raise LabcoatError(f"{path}: no W&B run logs (run-<id>.wandb) here; give the wandb/ "
                            "directory or an offline-run-* directory")
     record = _record_type()
-    return [_read_run(record, file) for file in files]
+    notes = [] if notes is None else notes
+    runs = [run for file in files if (run := _read_run(record, file, notes)) is not None]
+    if not runs:
+        raise LabcoatError(f"{path}: none of the {len(files)} W&B run log(s) here holds a run "
+                           "(each is empty or ends before its run record)")
+    return runs
 
 
 def _record_type() -> type:
@@ -58,11 +69,20 @@ def _record_type() -> type:
     return Record
 
 
-def _read_run(record: type, file: Path) -> ExternalRun:
+def _read_run(record: type, file: Path, notes: list[str]) -> ExternalRun | None:
+    """The run of one log; None, with a note, for a log that never got to its run record
+    (an empty file: a run that was starting when it was copied)."""
     config: dict[str, Any] = {}
     run = ExternalRun("wandb", file.stem.removeprefix("run-"), str(file.parent))
     saw_run, at_once = False, True
-    histories, others = _payloads(file, file.read_bytes())
+    data = file.read_bytes()
+    if not data:
+        notes.append(f"{file}: an empty W&B run log (the run never wrote to it); left out")
+        return None
+    histories, others, cut = _payloads(file, data)
+    if cut is not None:
+        notes.append(f"{file}: the log ends in a record cut short at byte {cut} (a run still "
+                     "writing, or killed); the records before it were imported")
     for payload in others:
         message = _decode(record, file, payload)
         which = message.WhichOneof("record_type")
@@ -74,8 +94,11 @@ def _read_run(record: type, file: Path) -> ExternalRun:
             _run_keys(run, message.run, config)
         elif which == "config":
             _config(message.config, config)
+    if not saw_run and cut is not None:
+        notes.append(f"{file}: the log was cut short before its run record; left out")
+        return None
     if not saw_run:
-        raise LabcoatError(f"{file}: no run record in this W&B log (is it damaged or empty?); "
+        raise LabcoatError(f"{file}: no run record in this W&B log (is it damaged?); "
                            "nothing was imported")
     rows = (at_once and _rows_at_once(record, histories)) or _rows(record, histories, file)
     _points(run, *rows)
@@ -94,9 +117,11 @@ def _decode(record: type, file: Path, payload: bytes) -> Any:
                            "log of another wandb version?") from None
 
 
-def _payloads(file: Path, data: bytes) -> tuple[list[bytes], list[bytes]]:
+def _payloads(file: Path, data: bytes) -> tuple[list[bytes], list[bytes], int | None]:
     """Every record's bytes, in order, each checksum checked: (history records laid out
-    as wandb writes them, all other records but summaries). A record that starts with
+    as wandb writes them, all other records but summaries, the offset of a last record or
+    message cut short or None). A log cut short (a run still writing, or killed) is read
+    up to its last whole message, as `wandb leet` reads it. A record that starts with
     its `num` (field 1) is told by the field after it without decoding it: a summary
     (two records in three; no points) is dropped, a history is decoded with the others
     (`_rows_at_once`). The loop runs once per record, ~30,000 times for a 10,000-step
@@ -110,6 +135,7 @@ def _payloads(file: Path, data: bytes) -> tuple[list[bytes], list[bytes]]:
     history = histories.append
     size = _FRAME.size
     parts: list[bytes] | None = None
+    parts_at = 0
     i, end, block_end = len(HEADER), len(data), BLOCK
     while i < end:
         if i > block_end - size:  # too close to the block's end for a frame: zeros
@@ -118,11 +144,11 @@ def _payloads(file: Path, data: bytes) -> tuple[list[bytes], list[bytes]]:
             i, block_end = max(i, block_end), block_end + BLOCK
             continue
         if i + size > end:
-            _damaged(file, i, "the last record is cut short")
+            return histories, out, parts_at if parts is not None else i
         checksum, length, kind = frame(data, i)
         start, stop = i + size, i + size + length
         if stop > end:
-            _damaged(file, i, "the last record is cut short")
+            return histories, out, parts_at if parts is not None else i
         body = data[start:stop]
         if kind == FULL and parts is None:
             if crc(body, full) != checksum:
@@ -144,7 +170,7 @@ def _payloads(file: Path, data: bytes) -> tuple[list[bytes], list[bytes]]:
             if crc(body, _SEEDS[kind]) != checksum:
                 _damaged(file, i, "a record fails its checksum")
             if kind == FIRST and parts is None:
-                parts = [body]
+                parts, parts_at = [body], i
             elif kind in (MIDDLE, LAST) and parts is not None:
                 parts.append(body)
                 if kind == LAST:  # a record split across blocks: told apart the same way
@@ -158,9 +184,7 @@ def _payloads(file: Path, data: bytes) -> tuple[list[bytes], list[bytes]]:
             else:
                 _damaged(file, i, "the records of a split message are out of order")
         i = stop
-    if parts is not None:
-        _damaged(file, end, "the last message is cut short")
-    return histories, out
+    return histories, out, None if parts is None else parts_at
 
 
 def _kind(payload: bytes) -> int:
@@ -359,8 +383,11 @@ def _points(run: ExternalRun, names: list[str], texts: list[str], counts: list[i
     for at in columns.pop("_step", []):
         if not steps[row[at]]:
             step[row[at]] = values[at] or 0
+    # a media object (an image, a plotly chart) is flattened into items beside its `_type`:
+    # its width, height and size are not metrics
+    media = tuple(name[:-len("_type")] for name in columns if name.endswith("._type"))
     for name, index in columns.items():
-        if name[:1] == "_":
+        if name[:1] == "_" or (media and name.startswith(media)):
             continue
         rows = [row[at] for at in index]
         column = [values[at] for at in index]
@@ -396,6 +423,8 @@ def _json(file: Path | str, text: str) -> Any:
 
 
 def _numbers(key: str, value: Any, out: dict[str, float]) -> None:
+    if isinstance(value, dict) and "_type" in value:  # a media object logged unflattened
+        return
     if isinstance(value, dict):
         for k, v in value.items():
             if not str(k).startswith("_"):
