@@ -29,7 +29,8 @@ _MASK = 0xA282EAD8
 
 
 def read_tensorboard(path: Path, notes: list[str] | None = None) -> list[ExternalRun]:
-    """One run per directory under `path` (or `path` itself) with event files."""
+    """One run per directory under `path` (or `path` itself) with event files. Files
+    whose last record is cut short are named in `notes`."""
     try:
         from tensorboard.compat.proto.event_pb2 import Event
     except ImportError:

@@ -40,7 +40,7 @@ _HISTORY, _SUMMARY = 0x12, 0x1A  # a Record's field 2 (history) and 3 (summary) 
 
 def read_wandb(path: Path, notes: list[str] | None = None) -> list[ExternalRun]:
     """Every run under `path`: a `.wandb` file, a run directory, or a directory holding
-    them (e.g. `wandb/`)."""
+    them (e.g. `wandb/`). Logs cut short or empty are named in `notes`."""
     if not path.exists():
         raise LabcoatError(f"{path}: no such W&B directory or .wandb file")
     files = [path] if path.is_file() else sorted(path.rglob("run-*.wandb"))
