@@ -99,6 +99,19 @@ def _leet(run_file, *flags):
     return done.stdout
 
 
+def _leet_history(run_file, key="eval.acc") -> tuple[dict, str, dict[int, float]]:
+    """(summary, trial key, step -> value of `key`) as `wandb leet` reads the run log."""
+    summary = json.loads(_leet(run_file, "--summary"))
+    trial = f"{summary['config']['schedule']['name']}-s{summary['config']['seed']}"
+    history = {}
+    for line in _leet(run_file).splitlines():
+        record = json.loads(line)
+        if record["type"] == "history":
+            item = record["history"]["item"]
+            history[item["_step"]] = item[key]  # wandb flattens nested keys
+    return summary, trial, history
+
+
 def _import(path, experiment="wb", *extra):
     return cli("import", "wandb", str(path), "--experiment", experiment, "--arm-by",
                "schedule.name", "--seed-by", "seed", "--metric", "eval.acc", "--direction",
@@ -114,14 +127,7 @@ def test_every_point_and_each_arms_mean_equal_wandbs_own(home, offline, stored, 
     held = stored("wb")
     finals: dict[str, list[float]] = {arm: [] for arm in ARMS}
     for file in sorted(root.glob("offline-run-*/run-*.wandb")):
-        summary = json.loads(_leet(file, "--summary"))
-        key = f"{summary['config']['schedule']['name']}-s{summary['config']['seed']}"
-        history = {}
-        for line in _leet(file).splitlines():
-            record = json.loads(line)
-            if record["type"] == "history":
-                item = record["history"]["item"]
-                history[item["_step"]] = item["eval.acc"]  # wandb flattens nested keys
+        summary, key, history = _leet_history(file)
         equal_points(held[key]["eval.acc"], history)
         equal_points(held[key]["eval.acc"], logged[key])  # and what the script logged
         assert held[key]["loss"] == {s: 1 / (s + 1) for s in range(STEPS)}
@@ -208,11 +214,5 @@ def test_a_log_cut_short_is_read_to_its_last_whole_record_as_wandb_reads_it(
     assert f"{victim}: the log ends in a record cut short at byte" in done.stdout
     assert f"{empty}: an empty W&B run log (the run never wrote to it); left out" in done.stdout
     assert "imported 6 wandb runs" in done.stdout
-    summary = json.loads(_leet(victim, "--summary"))
-    key = f"{summary['config']['schedule']['name']}-s{summary['config']['seed']}"
-    history = {}
-    for line in _leet(victim).splitlines():
-        record = json.loads(line)
-        if record["type"] == "history":
-            history[record["history"]["item"]["_step"]] = record["history"]["item"]["eval.acc"]
+    _, key, history = _leet_history(victim)
     equal_points(stored("wb")[key]["eval.acc"], history)

@@ -79,12 +79,10 @@ def _read_file(run: ExternalRun, file: Path, event_type: type, crc, scalar_tags:
     whose last record is cut short (a run still writing, or killed) is read up to it, as
     TensorBoard reads it, and `notes` says so."""
     data = file.read_bytes()
-    cut = _cut_short_at(file, data, crc)
+    starts, lengths, cut = _frames(file, data, crc)
     if cut is not None:
         notes.append(f"{file}: the last record is cut short at byte {cut} (a run still "
                      f"writing, or killed); the records before it were imported")
-        data = data[:cut]
-    starts, lengths = _frames(file, data, crc)
     groups = _scalars(data, starts, lengths)
     done = np.zeros(len(starts), dtype=bool)
     for index, *_ in groups:
@@ -111,9 +109,10 @@ def _read_file(run: ExternalRun, file: Path, event_type: type, crc, scalar_tags:
         run.metrics[tag] = {**before, **series} if before else series
 
 
-def _frames(file: Path, data: bytes, crc) -> tuple[np.ndarray, np.ndarray]:
+def _frames(file: Path, data: bytes, crc) -> tuple[np.ndarray, np.ndarray, int | None]:
     """Where each record's Event starts and its length, both checksums of every record
-    checked (TFRecord: length u64, masked CRC32C of it, data, masked CRC32C of the data).
+    checked (TFRecord: length u64, masked CRC32C of it, data, masked CRC32C of the data),
+    and the offset of a last record cut short (None if the records end with the file).
     The walk reads only the lengths; the checksums are computed for all records of one
     length at once (numpy), a byte column at a time."""
     offsets = []
@@ -125,12 +124,13 @@ def _frames(file: Path, data: bytes, crc) -> tuple[np.ndarray, np.ndarray]:
             offset += header(data, offset)[0] + 16
     except struct.error:
         offset = end + 1
+    cut = None
     if offset != end:  # cut short, or a damaged length sent the walk astray: say where
-        _check_each(file, data, crc)
+        cut = end = _check_each(file, data, crc)
+        offsets = [o for o in offsets if o < cut]
     raw = np.frombuffer(data, dtype=np.uint8)
     first = np.asarray(offsets, dtype=np.int64) + 12
     size = np.diff(np.append(first, end + 12)) - 16
-    header = _LENGTH
     bad = []
     for length in np.unique(size).tolist():
         at = first[size == length]
@@ -144,19 +144,21 @@ def _frames(file: Path, data: bytes, crc) -> tuple[np.ndarray, np.ndarray]:
         footers = raw[(at + length)[:, None] + np.arange(4)].copy().view("<u4")[:, 0]
         wrong = (_masked_crc(heads) != stored) | (_masked_crc(bodies) != footers)
         bad += (at[wrong] - 12).tolist()
-    if bad:
+    if bad:  # whole records only: the record by record check raises
         _check_each(file, data[:min(bad) + 12 + header(data, min(bad))[0] + 4], crc)
-    return first, size
+    return first, size, cut
 
 
 def _record_ok(data: bytes, offset: int, length: int, crc) -> bool:
     """Both checksums of the record at `offset`, with the C CRC32C."""
-    def masked(c: int) -> int:
-        return (((c >> 15) | (c << 17)) + _MASK) & 0xFFFFFFFF
-    stored = _HEADER.unpack_from(data, offset)[1]
     body = offset + 12
-    return masked(crc(data[offset:offset + 8])) == stored and \
-        masked(crc(data[body:body + length])) == _FOOTER(data, body + length)[0]
+    return _masked(crc(data[offset:offset + 8])) == _HEADER.unpack_from(data, offset)[1] \
+        and _masked(crc(data[body:body + length])) == _FOOTER(data, body + length)[0]
+
+
+def _masked(c: int) -> int:
+    """A CRC32C masked as TFRecord stores it."""
+    return (((c >> 15) | (c << 17)) + _MASK) & 0xFFFFFFFF
 
 
 def _masked_crc(rows: np.ndarray) -> np.ndarray:
@@ -178,41 +180,22 @@ def _crc_table() -> np.ndarray:
     return table.astype(np.uint32)
 
 
-def _cut_short_at(file: Path, data: bytes, crc) -> int | None:
-    """Where the file's last record starts if it is cut short (its length passes its
+def _check_each(file: Path, data: bytes, crc) -> int:
+    """Record by record: the offset of a last record cut short (its length passes its
     checksum, or not all of its header was written, and the file ends before the record
-    does); None if the records end where the file does. Damage elsewhere is left to
-    `_frames`, which names it."""
-    offset, end, last = 0, len(data), None
-    while offset < end:
-        last = offset
-        if offset + 12 > end:
-            return offset
-        length, length_crc = _HEADER.unpack_from(data, offset)
-        offset += 12 + length + 4
-    if offset == end or last is None:
-        return None
-    c = crc(data[last:last + 8])
-    return last if ((((c >> 15) | (c << 17)) + _MASK) & 0xFFFFFFFF) == \
-        _HEADER.unpack_from(data, last)[1] else None
-
-
-def _check_each(file: Path, data: bytes, crc) -> None:
-    """Record by record, for the message: the first damaged record's offset and what is
-    wrong with it (raises)."""
+    does: a run still writing, or killed), every record before it checked; any other
+    damage raises, naming the first damaged record's offset and what is wrong with it."""
     offset, end = 0, len(data)
     while offset < end:
         if offset + 12 > end:
-            _damaged(file, offset, "a record header is cut short")
+            return offset
         length, length_crc = _HEADER.unpack_from(data, offset)
-        c = crc(data[offset:offset + 8])
-        if ((((c >> 15) | (c << 17)) + _MASK) & 0xFFFFFFFF) != length_crc:
+        if _masked(crc(data[offset:offset + 8])) != length_crc:
             _damaged(file, offset, "a record length fails its checksum")
         start, stop = offset + 12, offset + 12 + length
         if stop + 4 > end:
-            _damaged(file, offset, "the last record is cut short")
-        c = crc(data[start:stop])
-        if ((((c >> 15) | (c << 17)) + _MASK) & 0xFFFFFFFF) != _FOOTER(data, stop)[0]:
+            return offset
+        if _masked(crc(data[start:stop])) != _FOOTER(data, stop)[0]:
             _damaged(file, offset, "a record fails its checksum")
         offset = stop + 4
     _damaged(file, 0, "the records do not add up")  # pragma: no cover - a walk disagreed

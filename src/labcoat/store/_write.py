@@ -164,20 +164,19 @@ def _series_to_rows(session: Session, pairs: set[tuple[int, str]]) -> None:
     trial_ids = sorted({trial_id for trial_id, _ in pairs})
     if not trial_ids:
         return
-    held = session.execute(select(MetricSeries.id, MetricSeries.trial_id, MetricSeries.name)
-                           .where(MetricSeries.trial_id.in_(trial_ids))).all()
-    for series_id, trial_id, name in held:
-        if (trial_id, name) not in pairs:
+    names = sorted({name for _, name in pairs})
+    held = session.execute(select(MetricSeries.__table__).where(
+        MetricSeries.trial_id.in_(trial_ids), MetricSeries.name.in_(names))).all()
+    for row in held:
+        if (row.trial_id, row.name) not in pairs:
             continue
-        row = session.execute(select(MetricSeries.__table__).where(
-            MetricSeries.id == series_id)).one()
         columns = SeriesColumns.from_bytes(row.step_array, row.value_array, row.time_array)
         _upsert(session, MetricPoint.__table__,
-                [{"trial_id": trial_id, "attempt_id": row.attempt_id, "name": name,
+                [{"trial_id": row.trial_id, "attempt_id": row.attempt_id, "name": row.name,
                   "step": step, "value": value, "time": time}
                  for step, (value, time) in columns.items()],
                 keys=("name", "trial_id", "step"), update=("value", "time", "attempt_id"))
-        session.execute(delete(MetricSeries).where(MetricSeries.id == series_id))
+        session.execute(delete(MetricSeries).where(MetricSeries.id == row.id))
 
 
 def upsert_eval_items(session: Session, rows: Sequence[dict[str, Any]]) -> None:
